@@ -1,0 +1,147 @@
+"""Memory budgets: parsing, the keep-all peak and the smallest feasible budget.
+
+The *keep-all peak* is the peak memory of executing the reference order
+``0..n-1`` once, each output live from its producer until its last consumer:
+at step ``j`` the live outputs of earlier nodes plus the output of node ``j``
+(the Moccasin/Checkmate protocol).  Budgets are activation memory only;
+parameters are excluded.
+
+Examples
+--------
+>>> from hybrid_remat.generators import chain
+>>> g = chain(4, bytes=10)
+>>> keep_all_peak(g), min_feasible_budget(g)
+(20, 20)
+>>> parse_budget("50%", g), parse_budget("1KiB", g), parse_budget(64, g)
+(10, 1024, 64)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+import numpy as np
+from numba import njit
+
+from .errors import BudgetError
+from .graph import Graph
+
+__all__ = ["parse_budget", "keep_all_peak", "min_feasible_budget", "node_need_bytes", "format_bytes"]
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
+}
+_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z%]*)\s*$")
+
+
+@njit(cache=True)
+def _keep_all_peak_kernel(bytes_, succ_ptr, succ_idx):
+    n = bytes_.shape[0]
+    last = np.arange(n)
+    for v in range(n):
+        for k in range(succ_ptr[v], succ_ptr[v + 1]):
+            if succ_idx[k] > last[v]:
+                last[v] = succ_idx[k]
+    # frees[j] = bytes released right after step j
+    frees = np.zeros(n, dtype=np.int64)
+    for v in range(n):
+        frees[last[v]] += bytes_[v]
+    mem = 0
+    peak = 0
+    for j in range(n):
+        mem += bytes_[j]
+        if mem > peak:
+            peak = mem
+        mem -= frees[j]
+    return peak
+
+
+@njit(cache=True)
+def _node_need_kernel(bytes_, pred_ptr, pred_idx):
+    n = bytes_.shape[0]
+    need = np.empty(n, dtype=np.int64)
+    for v in range(n):
+        s = bytes_[v]
+        for k in range(pred_ptr[v], pred_ptr[v + 1]):
+            s += bytes_[pred_idx[k]]
+        need[v] = s
+    return need
+
+
+def keep_all_peak(graph: Graph) -> int:
+    """Peak bytes of the reference order with each output freed after its last reader."""
+    return int(_keep_all_peak_kernel(graph.bytes, graph.succ_ptr, graph.succ_idx))
+
+
+def node_need_bytes(graph: Graph) -> np.ndarray:
+    """Bytes needed to compute each node: its output plus all its inputs."""
+    return _node_need_kernel(graph.bytes, graph.pred_ptr, graph.pred_idx)
+
+
+def min_feasible_budget(graph: Graph) -> int:
+    """The smallest budget under which some plan exists: max over nodes of
+    the node's bytes plus its inputs' bytes."""
+    return int(node_need_bytes(graph).max())
+
+
+def format_bytes(b: float) -> str:
+    """``1536 -> '1.50 KiB'``; plain numbers below 1 KiB."""
+    b = float(b)
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(b) >= size:
+            return f"{b / size:.2f} {unit}"
+    return f"{b:.0f} B"
+
+
+def parse_budget(budget, graph: Graph | None = None) -> int:
+    """Turn a budget into bytes.
+
+    Parameters
+    ----------
+    budget : int, float or str
+        Bytes (``123``), a size with unit (``"8GiB"``, ``"512MB"``,
+        ``"1.5G"``; k/M/G alone are binary), or a percentage of the keep-all
+        peak (``"80%"`` = ``ceil(0.8 x peak)``).  A float in (0, 1] is *not*
+        taken as a fraction: write ``"90%"``.
+    graph : Graph, optional
+        Needed for percentages.
+
+    Raises
+    ------
+    BudgetError
+        Unparsable, negative or zero budgets, or a percentage without a graph.
+    """
+    if isinstance(budget, bool):
+        raise BudgetError(f"budget {budget!r} is not a size")
+    if isinstance(budget, (int, np.integer)):
+        value = int(budget)
+    elif isinstance(budget, float):
+        if not math.isfinite(budget):
+            raise BudgetError(f"budget {budget!r} is not finite")
+        value = int(math.floor(budget))
+    elif isinstance(budget, str):
+        mt = _RE.match(budget)
+        if not mt:
+            raise BudgetError(f"cannot read budget {budget!r}: use bytes, a size like '8GiB' or '512MB', or '80%'")
+        num, unit = mt.group(1), mt.group(2).lower()
+        if unit == "%":
+            if graph is None:
+                raise BudgetError(f"budget {budget!r} is a percentage but no graph was given")
+            frac = Fraction(num) / 100
+            if frac <= 0:
+                raise BudgetError(f"budget {budget!r} must be positive")
+            value = math.ceil(frac * keep_all_peak(graph))
+        elif unit in _UNITS:
+            value = int(math.floor(Fraction(num) * _UNITS[unit]))
+        else:
+            raise BudgetError(f"cannot read budget {budget!r}: unknown unit {mt.group(2)!r}")
+    else:
+        raise BudgetError(f"budget {budget!r} is not a size")
+    if value <= 0:
+        raise BudgetError(f"budget {budget!r} must be positive")
+    return value

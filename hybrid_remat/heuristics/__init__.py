@@ -1,0 +1,1 @@
+"""Fast planners (Numba kernels), each a registered plugin object."""

@@ -1,0 +1,23 @@
+"""Keep-all: the reference order with no rematerialization."""
+
+from __future__ import annotations
+
+from ..interfaces import Heuristic
+from ..plan import keep_all_plan
+from ..simulate import simulate
+
+__all__ = ["KeepAll"]
+
+
+class KeepAll(Heuristic):
+    """Run every node once in the reference order, freeing each output after
+    its last reader.  Feasible only when the keep-all peak fits."""
+
+    name = "keep_all"
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "single_device"})
+    rank = 0.0
+
+    def run(self, problem, *, seed: int = 0):
+        plan = keep_all_plan(problem.graph, problem.primary.name)
+        return plan if simulate(problem, plan).valid else None

@@ -1,0 +1,370 @@
+"""Plans: a list of ``compute``, ``free`` and ``copy`` steps.
+
+A :class:`Plan` stores its steps as parallel numpy arrays (``op``, ``node``,
+``device``, ``target``) that the simulator kernel reads directly, plus the
+device names the device indices refer to.  Plans are independent of a
+budget; :func:`hybrid_remat.simulate.simulate` checks them against a
+:class:`~hybrid_remat.problem.Problem`.
+
+This module also converts plans to and from Checkmate's staged ``R``/``S``
+matrices with the semantics of Checkmate's paper artifact, and reads and
+writes the ``remat-plan/1`` JSON format.
+
+Examples
+--------
+>>> from hybrid_remat.plan import Plan
+>>> p = Plan.from_steps([("compute", 0, "gpu"), ("compute", 1, "gpu"), ("free", 0, "gpu")])
+>>> len(p), p.steps()[2]
+(3, Step(op='free', node=0, device='gpu', target=None))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import numpy as np
+
+from .errors import PlanError
+from .graph import Graph
+
+__all__ = [
+    "OP_COMPUTE", "OP_FREE", "OP_COPY", "OP_NAMES", "Step", "Plan",
+    "plan_from_rs", "rs_from_plan", "keep_all_plan", "plan_from_order",
+    "PLAN_FORMAT", "plan_to_json", "plan_from_json", "write_plan", "read_plan",
+]
+
+OP_COMPUTE = 0
+OP_FREE = 1
+OP_COPY = 2
+OP_NAMES = ("compute", "free", "copy")
+PLAN_FORMAT = "remat-plan/1"
+
+
+class Step(NamedTuple):
+    op: str
+    node: int
+    device: str
+    target: str | None = None
+
+
+class Plan:
+    """An ordered list of steps over named devices.
+
+    Parameters
+    ----------
+    op, node, device, target : array-like of int
+        Parallel step arrays; ``device``/``target`` index into ``devices``
+        (``target`` is the destination of a copy, -1 otherwise).
+    devices : sequence of str
+        Device names.
+    meta : dict, optional
+        Free-form provenance (e.g. ``{"solver": "chen_greedy"}``).
+    """
+
+    __slots__ = ("op", "node", "device", "target", "devices", "meta")
+
+    def __init__(self, op, node, device, target, devices: Sequence[str], meta: dict | None = None):
+        self.op = np.ascontiguousarray(op, dtype=np.int8)
+        self.node = np.ascontiguousarray(node, dtype=np.int64)
+        self.device = np.ascontiguousarray(device, dtype=np.int64)
+        self.target = np.ascontiguousarray(target, dtype=np.int64)
+        self.devices = tuple(devices)
+        self.meta = dict(meta or {})
+        k = self.op.shape[0]
+        if not (self.node.shape == self.device.shape == self.target.shape == (k,)):
+            raise PlanError("plan step arrays differ in length")
+
+    @classmethod
+    def from_steps(cls, steps: Iterable, devices: Sequence[str] | None = None, meta: dict | None = None) -> "Plan":
+        """Build from ``("compute", v, dev)``, ``("free", v, dev)`` and
+        ``("copy", v, src, dst)`` tuples (or :class:`Step`)."""
+        devs = list(devices or [])
+        index = {d: i for i, d in enumerate(devs)}
+
+        def dev(name):
+            if name not in index:
+                if devices is not None:
+                    raise PlanError(f"plan step names unknown device {name!r}")
+                index[name] = len(devs)
+                devs.append(name)
+            return index[name]
+
+        op, node, d1, d2 = [], [], [], []
+        for s in steps:
+            kind = s[0]
+            if kind == "compute" or kind == "free":
+                op.append(OP_COMPUTE if kind == "compute" else OP_FREE)
+                node.append(int(s[1]))
+                d1.append(dev(s[2]))
+                d2.append(-1)
+            elif kind == "copy":
+                op.append(OP_COPY)
+                node.append(int(s[1]))
+                d1.append(dev(s[2]))
+                d2.append(dev(s[3]))
+            else:
+                raise PlanError(f"unknown plan step {kind!r}")
+        return cls(op, node, d1, d2, devs, meta)
+
+    @classmethod
+    def single_device(cls, op, node, device: str = "gpu", meta: dict | None = None) -> "Plan":
+        """A one-device plan from ``op``/``node`` arrays (kernel output)."""
+        k = len(op)
+        return cls(op, node, np.zeros(k, np.int64), np.full(k, -1, np.int64), [device], meta)
+
+    def steps(self) -> list[Step]:
+        out = []
+        for o, v, a, b in zip(self.op.tolist(), self.node.tolist(), self.device.tolist(), self.target.tolist()):
+            out.append(Step(OP_NAMES[o], v, self.devices[a], self.devices[b] if b >= 0 else None))
+        return out
+
+    def __len__(self) -> int:
+        return int(self.op.shape[0])
+
+    def n_computes(self) -> int:
+        return int((self.op == OP_COMPUTE).sum())
+
+    def renamed(self, devices: Sequence[str]) -> "Plan":
+        """The same steps with device names replaced position-wise."""
+        if len(devices) != len(self.devices):
+            raise PlanError("renamed() needs one name per device")
+        return Plan(self.op, self.node, self.device, self.target, devices, self.meta)
+
+    def __eq__(self, other) -> bool:
+        return (
+            isinstance(other, Plan)
+            and self.steps() == other.steps()
+        )
+
+    def __repr__(self) -> str:
+        return f"Plan({len(self)} steps, {self.n_computes()} computes, devices={list(self.devices)})"
+
+
+# ---------------------------------------------------------------- builders
+def plan_from_order(graph: Graph, order: Sequence[int], device: str = "gpu", meta: dict | None = None) -> Plan:
+    """Execute ``order`` (a sequence of node computations, recomputations
+    allowed) freeing each value right after its last use *within the
+    sequence*: the minimal-memory plan for that compute sequence."""
+    order = np.asarray(order, dtype=np.int64)
+    n = graph.n
+    k = order.shape[0]
+    # next use of each computed instance: walk backwards
+    ops, nodes = [], []
+    # reverse scan: alive_until[v] = last position reading the instance of v
+    # that is live at the current position (-1: not read later)
+    free_after = [[] for _ in range(k)]
+    alive_until = np.full(n, -1, dtype=np.int64)
+    for pos in range(k - 1, -1, -1):
+        v = int(order[pos])
+        # the instance computed at pos lives until alive_until[v] (or pos if unused)
+        end = alive_until[v] if alive_until[v] >= 0 else pos
+        free_after[end].append(v)
+        alive_until[v] = -1
+        for u in graph.preds(v):
+            if alive_until[u] < 0:
+                alive_until[u] = pos
+    for pos in range(k):
+        v = int(order[pos])
+        ops.append(OP_COMPUTE)
+        nodes.append(v)
+        for u in sorted(set(free_after[pos])):
+            ops.append(OP_FREE)
+            nodes.append(u)
+    return Plan.single_device(ops, nodes, device, meta)
+
+
+def keep_all_plan(graph: Graph, device: str = "gpu") -> Plan:
+    """The reference order, each output freed after its last reader."""
+    return plan_from_order(graph, np.arange(graph.n), device, {"solver": "keep_all"})
+
+
+def plan_from_rs(graph: Graph, R, S, device: str = "gpu", meta: dict | None = None) -> Plan:
+    """Decode Checkmate's staged ``R``/``S`` matrices into a plan.
+
+    Artifact semantics (``schedule_from_rs``): at the start of stage ``t``
+    free every resident value not used later in the stage nor kept into
+    ``t+1``; then run the nodes with ``R[t, i] = 1`` in index order, freeing
+    each input (and the node itself) right after its last use in the stage
+    unless it is kept.  A recomputation of a value that is still resident
+    is skipped (it would not change memory or results).
+
+    Raises
+    ------
+    PlanError
+        If a computed node's input is neither resident nor computed earlier
+        in the stage.
+    """
+    R = np.asarray(R) > 0.5
+    S = np.asarray(S) > 0.5
+    T, n = R.shape
+    if n != graph.n or S.shape != (T, n):
+        raise PlanError(f"R/S shape {R.shape}/{S.shape} does not match graph with {graph.n} nodes")
+    resident = np.zeros(n, dtype=bool)
+    ops, nodes = [], []
+
+    for t in range(T):
+        keep_next = S[t + 1] if t + 1 < T else np.zeros(n, dtype=bool)
+        Rt = R[t]
+        # last position in this stage at which each value is read
+        last_read = np.full(n, -1, dtype=np.int64)
+        for v in np.flatnonzero(Rt):
+            for u in graph.preds(v):
+                last_read[u] = max(last_read[u], v)
+        # S[t] says what is resident at the start of the stage
+        for i in np.flatnonzero(resident & ~S[t]):
+            ops.append(OP_FREE)
+            nodes.append(int(i))
+            resident[i] = False
+        for i in np.flatnonzero(S[t] & ~resident):
+            raise PlanError(f"S[{t},{i}] = 1 but node {i} is not resident at the start of stage {t}")
+        for i in np.flatnonzero(resident):
+            if not keep_next[i] and last_read[i] < 0:
+                ops.append(OP_FREE)
+                nodes.append(int(i))
+                resident[i] = False
+        for i in np.flatnonzero(Rt):
+            i = int(i)
+            for u in graph.preds(i):
+                if not resident[u]:
+                    raise PlanError(f"stage {t}: node {i} needs node {int(u)}, which is neither kept nor computed")
+            if not resident[i]:
+                ops.append(OP_COMPUTE)
+                nodes.append(i)
+                resident[i] = True
+            cand = list(graph.preds(i)) + [i]
+            for u in cand:
+                u = int(u)
+                if resident[u] and not keep_next[u] and last_read[u] <= i:
+                    ops.append(OP_FREE)
+                    nodes.append(u)
+                    resident[u] = False
+    return Plan.single_device(ops, nodes, device, meta)
+
+
+def rs_from_plan(graph: Graph, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """Staged ``R``/``S`` (``n x n`` bool) of a single-device plan.
+
+    Stage ``t`` ends with the first computation of node ``t``; ``R[t, i]``
+    says ``i`` is computed in stage ``t``; ``S[t, i]`` says ``i`` is resident
+    when stage ``t`` starts.
+
+    Raises
+    ------
+    PlanError
+        If the plan uses several devices or copies, or does not first
+        compute the nodes in index order (it then has no staged form).
+    """
+    if (plan.op == OP_COPY).any() or len(set(plan.device.tolist())) > 1:
+        raise PlanError("only single-device plans without copies have a staged R/S form")
+    n = graph.n
+    R = np.zeros((n, n), dtype=bool)
+    S = np.zeros((n, n), dtype=bool)
+    resident = np.zeros(n, dtype=bool)
+    t = 0
+    for o, v in zip(plan.op.tolist(), plan.node.tolist()):
+        if o == OP_COMPUTE:
+            if v > t:
+                raise PlanError(f"node {v} is computed before node {t}: the plan is not frontier-ordered")
+            R[t, v] = True
+            resident[v] = True
+            if v == t:
+                t += 1
+                if t < n:
+                    S[t] = resident
+        else:
+            resident[v] = False
+    if t < n:
+        raise PlanError(f"node {t} is never computed")
+    return R, S
+
+
+# --------------------------------------------------------------------- JSON
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    return x
+
+
+def plan_to_json(plan: Plan, problem, summary: dict | None = None) -> dict:
+    """The ``remat-plan/1`` document of ``plan`` for ``problem``.
+
+    ``node`` is written as the graph's external id (the index for
+    ``remat-graph/1`` graphs, the node-link id otherwise)."""
+    g = problem.graph
+    ids = g.ids
+    steps = []
+    for s in plan.steps():
+        node = _jsonable(ids[s.node])
+        if s.op == "copy":
+            steps.append({"op": "copy", "node": node, "from": s.device, "to": s.target})
+        else:
+            steps.append({"op": s.op, "node": node, "device": s.device})
+    doc = {
+        "format": PLAN_FORMAT,
+        "graph": g.name,
+        "devices": [{"name": d.name, "kind": d.kind, "memory_bytes": int(d.memory_bytes)} for d in problem.devices],
+        "steps": steps,
+    }
+    if summary is not None:
+        doc["summary"] = {k: _jsonable(v) for k, v in summary.items()}
+    return doc
+
+
+def plan_from_json(doc: dict, graph: Graph) -> Plan:
+    """Read a ``remat-plan/1`` document against ``graph``.
+
+    Raises
+    ------
+    PlanError
+        Wrong format tag, unknown nodes or devices, malformed steps.
+    """
+    if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
+        raise PlanError(f"not a {PLAN_FORMAT} document (format={doc.get('format') if isinstance(doc, dict) else None!r})")
+    devices = [d["name"] for d in doc.get("devices", [])]
+    index = graph.id_to_index()
+    by_str = {str(k): v for k, v in index.items()}
+
+    def node(x):
+        if x in index:
+            return index[x]
+        if str(x) in by_str:
+            return by_str[str(x)]
+        raise PlanError(f"plan names node {x!r}, which graph {graph.name!r} lacks")
+
+    steps = []
+    for i, s in enumerate(doc.get("steps", [])):
+        try:
+            op = s["op"]
+            if op == "copy":
+                steps.append(("copy", node(s["node"]), s["from"], s["to"]))
+            elif op in ("compute", "free"):
+                steps.append((op, node(s["node"]), s["device"]))
+            else:
+                raise PlanError(f"plan step {i} has unknown op {op!r}")
+        except (KeyError, TypeError):
+            raise PlanError(f"plan step {i} is malformed: {s!r}") from None
+    meta = {"summary": doc.get("summary", {})}
+    return Plan.from_steps(steps, devices or None, meta)
+
+
+def write_plan(path: str | os.PathLike, plan: Plan, problem, summary: dict | None = None, *, overwrite: bool = False) -> None:
+    """Write ``plan`` as ``remat-plan/1`` JSON; refuses to overwrite unless asked."""
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{os.fspath(path)} exists; pass overwrite=True (CLI: --force) to replace it")
+    with open(path, "w") as f:
+        json.dump(plan_to_json(plan, problem, summary), f, indent=1)
+        f.write("\n")
+
+
+def read_plan(path: str | os.PathLike, graph: Graph) -> Plan:
+    """Read a ``remat-plan/1`` JSON file."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except json.JSONDecodeError as e:
+        raise PlanError(f"{os.fspath(path)} is not JSON: {e}") from None
+    return plan_from_json(doc, graph)
