@@ -46,6 +46,7 @@ DEFAULT_PLUGINS = (
     "hybrid_remat.builtin.heuristics",
     "hybrid_remat.builtin.formulations",
     "hybrid_remat.builtin.cost_models",
+    "hybrid_remat.builtin.hetero",
 )
 
 _KINDS = {
