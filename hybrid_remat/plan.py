@@ -263,16 +263,19 @@ def rs_from_plan(graph: Graph, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     S = np.zeros((n, n), dtype=bool)
     resident = np.zeros(n, dtype=bool)
     t = 0
+    pending = False  # S[t] is taken just before stage t's first compute (after the frees that follow t-1)
     for o, v in zip(plan.op.tolist(), plan.node.tolist()):
         if o == OP_COMPUTE:
+            if pending:
+                S[t] = resident
+                pending = False
             if v > t:
                 raise PlanError(f"node {v} is computed before node {t}: the plan is not frontier-ordered")
             R[t, v] = True
             resident[v] = True
             if v == t:
                 t += 1
-                if t < n:
-                    S[t] = resident
+                pending = t < n
         else:
             resident[v] = False
     if t < n:

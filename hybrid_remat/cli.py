@@ -1,0 +1,250 @@
+"""The ``hybrid-remat`` command line.
+
+Subcommands::
+
+    hybrid-remat info GRAPH
+    hybrid-remat solve GRAPH --budget B --time-limit S [--device NAME=SIZE ...] [--out plan.json]
+    hybrid-remat simulate GRAPH PLAN [--budget B | --device NAME=SIZE ...]
+    hybrid-remat plugins
+    hybrid-remat torch-plan MODULE:FACTORY --input-shape ... --budget B --out plan.json
+
+Errors are one line on stderr and exit code 2.  Existing files are never
+overwritten unless ``--force`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from .errors import HybridRematError
+
+__all__ = ["main", "build_parser"]
+
+
+class CLIError(Exception):
+    """A usage error: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse prints usage + message)
+        raise CLIError(message)
+
+
+def _fmt_time(x: float) -> str:
+    if x != x or x in (float("inf"), float("-inf")):
+        return "-"
+    return f"{x:.6g}"
+
+
+def _problem(graph, args):
+    from .problem import Problem
+
+    return Problem.from_specs(graph, getattr(args, "device", None), getattr(args, "budget", None))
+
+
+def cmd_info(args) -> int:
+    from .budgets import format_bytes, keep_all_peak, min_feasible_budget
+    from .loaders import load_graph
+
+    g = load_graph(args.graph)
+    peak = keep_all_peak(g)
+    feas = min_feasible_budget(g)
+    print(f"graph        {g.name}")
+    print(f"nodes        {g.n} ({int((g.phase == 0).sum())} forward, {int((g.phase == 1).sum())} backward)")
+    print(f"edges        {g.m}")
+    for k in g.cost_kinds:
+        est = int(g.estimated[k].sum())
+        extra = f" ({est} estimated)" if est else ""
+        print(f"cost sum     {k}: {_fmt_time(float(g.cost(k).sum()))}{extra}")
+    print(f"keep-all peak        {peak} B ({format_bytes(peak)})")
+    print(f"smallest feasible    {feas} B ({format_bytes(feas)}, {100.0 * feas / peak:.1f}% of keep-all)")
+    return 0
+
+
+def cmd_solve(args) -> int:
+    from .anytime import anytime_solve
+    from .budgets import format_bytes
+    from .loaders import load_graph
+    from .plan import write_plan
+
+    if args.out and os.path.exists(args.out) and not args.force:
+        raise CLIError(f"{args.out} exists; pass --force to overwrite it")
+    g = load_graph(args.graph)
+    problem = _problem(g, args)
+    t0 = time.perf_counter()
+    live = sys.stderr.isatty() and not args.quiet
+
+    def on_improve(event) -> None:
+        if args.quiet:
+            return
+        line = (
+            f"[{event.seconds:7.2f}s] incumbent {_fmt_time(event.objective)}  "
+            f"bound {_fmt_time(event.bound)}  gap {100 * event.gap:.2f}%  ({event.source})"
+        )
+        if live:
+            print("\r" + line.ljust(100), end="", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    result = anytime_solve(
+        problem,
+        args.time_limit,
+        heuristics=args.heuristic or None,
+        formulations=args.formulation or None,
+        on_improve=on_improve,
+        seed=args.seed,
+    )
+    if live:
+        print(file=sys.stderr)
+    wall = time.perf_counter() - t0
+    print(f"{'source':<22} {'status':<12} {'total time':>12} {'TDI%':>8} {'seconds':>8}")
+    for row in result.report:
+        obj = _fmt_time(row.objective) if row.objective == row.objective and row.objective < float("inf") else "-"
+        tdi = f"{row.tdi_pct:.2f}" if row.tdi_pct == row.tdi_pct else "-"
+        print(f"{row.source:<22} {row.status:<12} {obj:>12} {tdi:>8} {row.seconds:>8.2f}")
+    print()
+    print(f"status       {result.status}")
+    if result.plan is None:
+        print("no plan found within the limit")
+        return 1
+    sim = result.simulation
+    peaks = ", ".join(f"{k}={format_bytes(v)}" for k, v in sim.peak_bytes.items())
+    budgets = ", ".join(f"{d.name}={format_bytes(d.memory_bytes)}" for d in problem.devices)
+    print(f"objective    {_fmt_time(result.objective)} (TDI {sim.tdi_pct:.3f}%, makespan {_fmt_time(sim.makespan)})")
+    print(f"lower bound  {_fmt_time(result.lower_bound)}  gap {100 * result.gap:.3f}%")
+    print(f"peak         {peaks}  (budget {budgets})")
+    print(f"solver       {result.solver}  in {wall:.1f}s")
+    if args.out:
+        write_plan(args.out, result.plan, problem, result.summary(), overwrite=args.force)
+        print(f"plan written {args.out}")
+    return 0
+
+
+def cmd_simulate(args) -> int:
+    from .budgets import format_bytes
+    from .errors import PlanError
+    from .loaders import load_graph
+    from .plan import plan_from_json
+    from .problem import Device, Problem, default_links
+    from .simulate import simulate
+
+    g = load_graph(args.graph)
+    try:
+        with open(args.plan) as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise PlanError(f"{args.plan}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PlanError(f"{args.plan}: not JSON: {e}") from None
+    if args.budget is None and not args.device:
+        devs = doc.get("devices") if isinstance(doc, dict) else None
+        if not devs:
+            raise PlanError(f"{args.plan} names no devices: give --budget or --device")
+        try:
+            devices = [
+                Device(d["name"], d.get("kind", d["name"]), int(d["memory_bytes"]), can_compute=d.get("kind") != "storage")
+                for d in devs
+            ]
+        except (KeyError, TypeError, ValueError):
+            raise PlanError(f"{args.plan}: malformed devices list") from None
+        problem = Problem(g, devices, default_links(g, [d.name for d in devices]))
+    else:
+        problem = _problem(g, args)
+    plan = plan_from_json(doc, g)
+    r = simulate(problem, plan)
+    print(f"valid        {'yes' if r.valid else 'NO: ' + str(r.error)}")
+    print(f"steps        {len(plan)} ({plan.n_computes()} computes, {r.n_recompute} recomputations)")
+    for d in problem.devices:
+        pk = r.peak_bytes[d.name]
+        print(f"peak {d.name:<8}{pk} B ({format_bytes(pk)}) of budget {d.memory_bytes} B ({format_bytes(d.memory_bytes)})")
+    print(f"total time   {_fmt_time(r.total_time)} (TDI {r.tdi_pct:.3f}%)")
+    print(f"makespan     {_fmt_time(r.makespan)}")
+    return 0 if r.valid else 1
+
+
+def cmd_plugins(args) -> int:
+    from . import plugins
+
+    rows = plugins.registered()
+    print(f"{'kind':<13} {'name':<20} {'plugin':<36} {'source':<28} capabilities")
+    for r in rows:
+        print(f"{r.kind[:-1]:<13} {r.name:<20} {r.plugin:<36} {r.source:<28} {','.join(r.capabilities)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="hybrid-remat", description="Plan rematerialization and CPU/GPU placement under memory budgets.")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    s = sub.add_parser("info", help="graph statistics, keep-all peak and smallest feasible budget")
+    s.add_argument("graph")
+    s.set_defaults(func=cmd_info)
+
+    s = sub.add_parser("solve", help="plan under a budget with heuristics + exact SCIP model")
+    s.add_argument("graph")
+    s.add_argument("--budget", help="bytes, '8GiB', '512MB' or '80%%' of the keep-all peak")
+    s.add_argument("--device", action="append", metavar="NAME=SIZE",
+                   help="a device and its budget, e.g. gpu=2GiB; repeat for CPU+GPU (cpu=64GiB)")
+    s.add_argument("--time-limit", type=float, default=20.0, help="seconds (after Numba warm-up)")
+    s.add_argument("--heuristic", action="append", help="only these heuristics (repeatable)")
+    s.add_argument("--formulation", action="append", help="only these exact formulations (repeatable)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", help="write the plan as remat-plan/1 JSON")
+    s.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    s.add_argument("--quiet", action="store_true", help="no live progress lines")
+    s.set_defaults(func=cmd_solve)
+
+    s = sub.add_parser("simulate", help="check a remat-plan/1 file and report peaks and times")
+    s.add_argument("graph")
+    s.add_argument("plan")
+    s.add_argument("--budget")
+    s.add_argument("--device", action="append", metavar="NAME=SIZE")
+    s.set_defaults(func=cmd_simulate)
+
+    s = sub.add_parser("plugins", help="list registered heuristics, formulations, cost models and loaders")
+    s.set_defaults(func=cmd_plugins)
+
+    s = sub.add_parser("torch-plan", help="trace a PyTorch model and write a plan (needs the torch extra)")
+    try:
+        from .torch import cli as torch_cli  # noqa: F401  (lazy: torch is optional)
+
+        torch_cli.add_arguments(s)
+        s.set_defaults(func=torch_cli.run)
+    except Exception as e:  # torch missing or the frontend unavailable
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+
+        def _unavailable(args, _reason=reason):
+            raise CLIError(f"torch-plan is unavailable: {_reason} (pip install 'hybrid_remat[torch]')")
+
+        s.add_argument("rest", nargs=argparse.REMAINDER)
+        s.set_defaults(func=_unavailable)
+    return p
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``hybrid-remat`` console script."""
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "command", None):
+            parser.print_help()
+            return 2
+        return int(args.func(args) or 0)
+    except (CLIError, HybridRematError, FileExistsError) as e:
+        msg = " ".join(str(e).split())
+        print(f"hybrid-remat: error: {msg}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"hybrid-remat: error: {e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hybrid-remat: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
