@@ -18,8 +18,8 @@ Capabilities
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import numpy as np
 
@@ -108,7 +108,7 @@ class Formulation:
         *,
         incumbent=None,
         time_limit: float = 60.0,
-        node_limit: Optional[int] = None,
+        node_limit: int | None = None,
         seed: int = 0,
         threads: int = 1,
         on_incumbent: Callable | None = None,
