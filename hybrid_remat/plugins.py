@@ -61,6 +61,11 @@ _KINDS = {
 }
 
 
+# the hooks of the contract (pluggy itself accepts impls of unknown hooks and
+# creates unverified callers for them, so checking pm.hook is not enough)
+_HOOK_NAMES = frozenset(a for a in dir(hookspecs) if a.startswith("hybrid_remat_"))
+
+
 class PluginWarning(UserWarning):
     """A plugin was skipped or partly skipped; the message names it."""
 
@@ -114,11 +119,12 @@ def _safe_register(pm: pluggy.PluginManager, plugin: Any, name: str, source: str
     try:
         pm.register(plugin, name=name)
     except Exception as e:  # pluggy.PluginValidationError, ValueError (duplicate)
-        _warn(f"plugin {name!r} skipped: {e}")
+        detail = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())
+        _warn(f"plugin {name!r} skipped: {detail}")
         return False
     unknown = [
         a for a in dir(plugin)
-        if a.startswith("hybrid_remat_") and callable(getattr(plugin, a, None)) and not hasattr(pm.hook, a)
+        if a.startswith("hybrid_remat_") and callable(getattr(plugin, a, None)) and a not in _HOOK_NAMES
     ]
     if unknown:
         pm.unregister(plugin)
