@@ -251,7 +251,8 @@ def check_heuristic(heuristic, *, instances: Sequence[Instance] | None = None, s
 
 # ---------------------------------------------------------------- formulations
 def check_formulation(formulation, *, instances: Sequence[Instance] | None = None, seed: int = 0,
-                      time_limit: float = 20.0, node_limit: int | None = 2000) -> dict:
+                      time_limit: float = 20.0, node_limit: int | None = 2000,
+                      require_plan_at_full_budget: bool = True) -> dict:
     """Check a formulation against the contract of
     :func:`~hybrid_remat.hookspecs.hybrid_remat_register_formulations`.
 
@@ -268,6 +269,9 @@ def check_formulation(formulation, *, instances: Sequence[Instance] | None = Non
         Per solve (a backstop; the battery's instances are tiny).
     node_limit : int or None
         Per solve, passed through (keeps the check fast and deterministic).
+    require_plan_at_full_budget : bool
+        Given the (keep-all) incumbent at 100 % budget, the formulation
+        must return a plan (default).
 
     Returns
     -------
@@ -294,6 +298,10 @@ def check_formulation(formulation, *, instances: Sequence[Instance] | None = Non
                         time_limit=time_limit, node_limit=node_limit, seed=seed, threads=1,
                         on_incumbent=on_incumbent, on_bound=on_bound, stop=threading.Event())
             _check_result(formulation, inst, res, known, incumbent is not None)
+            if incumbent is not None and inst.full_budget and require_plan_at_full_budget:
+                assert res.plan is not None, (
+                    f"{_who(formulation)} on {inst.name}: no plan although the incumbent it was given fits "
+                    f"(status {res.status!r})")
             for b in seen_bounds:
                 assert b <= known * (1 + _TOL) + _TOL, (
                     f"{_who(formulation)} on {inst.name}: on_bound({b}) exceeds a valid plan's cost {known}")
