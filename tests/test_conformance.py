@@ -201,9 +201,11 @@ class BadIncumbentCallback(FormBase):
 
 class HintCrash(FormBase):
     def solve(self, problem, *, incumbent=None, **kw):
-        if incumbent is not None:
-            incumbent.node.max() < problem.graph.n or [][0]
-        return FormulationResult("no_solution")
+        if incumbent is None:
+            return FormulationResult("no_solution")
+        if incumbent.node.max() >= problem.graph.n:
+            [][0]  # an unguarded index error on a hint for another graph
+        return FormulationResult("feasible", incumbent)
 
 
 @pytest.mark.parametrize("cls, pattern", [

@@ -269,7 +269,7 @@ class _Model:
         rows.sort()
         ops, nodes = [], []
         live: list[tuple[int, int]] = []  # (end, node)
-        for k, (start, end, v) in enumerate(rows):
+        for k, (_start, end, v) in enumerate(rows):
             ops.append(OP_COMPUTE)
             nodes.append(v)
             live.append((end, v))
