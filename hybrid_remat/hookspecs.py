@@ -141,7 +141,11 @@ def hybrid_remat_register_formulations() -> list:
     * calls ``on_incumbent(plan, source)`` with every improving plan, after
       checking it with :func:`~hybrid_remat.simulate.simulate` (``source``
       a short string such as ``"ortools"``), and ``on_bound(value)`` when its
-      proven lower bound on the total compute time improves;
+      proven lower bound on the total compute time improves.  A bound that
+      holds only for the plans its model can express (e.g. staged plans in
+      the reference order) is allowed if the formulation declares the
+      capability ``"scoped_bound"``; ``anytime_solve`` then drops such a
+      bound once a plan beats it.  ``optimal`` follows the same scope;
     * stops promptly when ``stop.is_set()``;
     * frees its solver's resources before returning;
     * returns ``FormulationResult(status, plan, objective, lower_bound,

@@ -279,3 +279,25 @@ def test_check_loader_catches():
         testing.check_loader(KeyErrorLoader())
     with pytest.raises(AssertionError, match="read back with different 'gpu' costs"):
         testing.check_loader(LossyLoader())
+
+
+class StagedModelBound(FormBase):
+    """Reports a bound of its staged model that a non-staged plan beats (random_dag@tight: witness 85)."""
+
+    def solve(self, problem, *, incumbent=None, on_bound=None, **kw):
+        if incumbent is not None and simulate(problem, incumbent).valid:
+            cost = simulate(problem, incumbent).total_time
+            return FormulationResult("feasible", incumbent, cost, problem.base_cost)
+        lb = 90.0 if problem.graph.name.startswith("random_dag") and problem.budgets[0] == 23 else problem.base_cost
+        if on_bound is not None:
+            on_bound(lb)
+        return FormulationResult("no_solution", lower_bound=lb)
+
+
+def test_scoped_bounds_are_compared_with_staged_witnesses_only():
+    insts = testing.standard_instances(multi_device=False)
+    with pytest.raises(AssertionError, match=r"random_dag_n10_s3@tight: lower bound 90.0 exceeds the cost 85.0"):
+        testing.check_formulation(StagedModelBound(), instances=insts)
+    scoped = StagedModelBound()
+    scoped.capabilities = FormBase.capabilities | {"scoped_bound"}
+    assert testing.check_formulation(scoped, instances=insts)["status"]["random_dag_n10_s3@tight"] == "no_solution"
