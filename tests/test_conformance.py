@@ -300,4 +300,4 @@ def test_scoped_bounds_are_compared_with_staged_witnesses_only():
         testing.check_formulation(StagedModelBound(), instances=insts)
     scoped = StagedModelBound()
     scoped.capabilities = FormBase.capabilities | {"scoped_bound"}
-    assert testing.check_formulation(scoped, instances=insts)["status"]["random_dag_n10_s3@tight"] == "no_solution"
+    assert "random_dag_n10_s3@tight" in testing.check_formulation(scoped, instances=insts)["checked"]
