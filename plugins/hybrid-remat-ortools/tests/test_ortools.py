@@ -199,3 +199,15 @@ def test_keep_all_fits_means_optimal_without_recomputation():
     p = Problem.single(g, "100%")
     res = CpSatRemat().solve(p, incumbent=keep_all_plan(g, "cost"), time_limit=20)
     assert res.status == "optimal" and res.objective == pytest.approx(p.base_cost)
+
+
+def test_phase_one_finds_a_plan_within_budget_without_an_incumbent():
+    g = generators.random_layered(60, seed=5)
+    p = Problem.single(g, "85%")
+    res = CpSatRemat(presolve=False).solve(p, time_limit=30, node_limit=5000)
+    assert res.stats["phase1"]["found"] and res.stats["hint"].startswith("phase1")
+    assert res.plan is not None and simulate(p, res.plan).valid
+    without = CpSatRemat(phase1_share=0).solve(p, time_limit=1, node_limit=100)
+    assert without.stats["phase1"] == {}
+    with pytest.raises(Exception, match="phase1_share"):
+        CpSatRemat(phase1_share=1.5)

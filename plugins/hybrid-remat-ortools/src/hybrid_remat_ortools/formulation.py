@@ -36,6 +36,10 @@ order, each computed at its start and freed after the last computation at
 or before its end event.  Every plan is checked with
 :func:`~hybrid_remat.simulate.simulate` before it is reported.
 
+Without a valid incumbent, a first phase (Moccasin's two-phase idea)
+minimises the cumulative capacity, starting from the keep-all order as a
+hint, until it reaches the budget; that plan is the hint of the real solve.
+
 Exactness
 ---------
 The staged grid (first computations in the fixed order) and ``C`` restrict
@@ -55,14 +59,16 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from hybrid_remat.budgets import keep_all_peak
 from hybrid_remat.errors import HybridRematError, SolverError
 from hybrid_remat.interfaces import Formulation, FormulationResult
-from hybrid_remat.plan import OP_COMPUTE, OP_COPY, Plan
+from hybrid_remat.plan import OP_COMPUTE, OP_COPY, Plan, keep_all_plan
 from hybrid_remat.simulate import simulate
 
-__all__ = ["CpSatRemat", "event_index", "plan_to_intervals", "first_compute_order"]
+__all__ = ["CpSatRemat", "event_index", "plan_to_intervals", "first_compute_order", "PRESOLVE_MAX_NODES"]
 
 SOURCE = "ortools"
+PRESOLVE_MAX_NODES = 120
 
 
 def event_index(position: int, stage: int) -> int:
@@ -157,7 +163,7 @@ def _scale_costs(cost: np.ndarray) -> tuple[np.ndarray, float, bool]:
 class _Model:
     """The CP-SAT model of one problem (built once, solved once)."""
 
-    def __init__(self, problem, order: np.ndarray, max_copies: int):
+    def __init__(self, problem, order: np.ndarray, max_copies: int, *, soft_capacity: bool = False):
         g = problem.graph
         self.problem, self.graph, self.n, self.C = problem, g, g.n, max_copies
         self.order = order
@@ -205,8 +211,14 @@ class _Model:
                     demands.append(int(b[v] // unit))
                 self.a[(v, i)], self.s[(v, i)], self.e[(v, i)], self.size[(v, i)] = a, s, e, size
         budget = int(problem.budgets[0]) // unit
+        self.budget_units = budget
+        self.cap = None
+        if soft_capacity:  # phase 1: the capacity is a variable to minimise, down to the budget
+            top = max(budget, -(-keep_all_peak(g) // unit))
+            self.cap = m.new_int_var(budget, top, "capacity")
+            self.cap_top = top
         if intervals:
-            m.add_cumulative(intervals, demands, budget)
+            m.add_cumulative(intervals, demands, self.cap if soft_capacity else budget)
         # precedence via serves literals
         self.x: dict[tuple[int, int, int, int], object] = {}
         served_by: dict[tuple[int, int], list] = {}
@@ -236,7 +248,10 @@ class _Model:
             if i > 0:  # a recomputation must serve someone
                 m.add_bool_or(served_by.get((v, i), [])).only_enforce_if(a)
         terms = [(int(self.int_cost[v]), self.a[(v, i)]) for (v, i) in self.a if i > 0 and self.int_cost[v] > 0]
-        m.minimize(sum(c * a for c, a in terms) if terms else 0)
+        if soft_capacity:
+            m.minimize(self.cap)
+        else:
+            m.minimize(sum(c * a for c, a in terms) if terms else 0)
 
     def _ncopies(self, v: int) -> int:
         return sum(1 for i in range(self.C) if (v, i) in self.a)
@@ -308,6 +323,57 @@ class _Stream(cp_model.CpSolverSolutionCallback):
                 self.on_incumbent(plan, SOURCE)
 
 
+class _FirstFit(cp_model.CpSolverSolutionCallback):
+    """Phase 1: stop at the first solution whose decoded plan fits the budget."""
+
+    def __init__(self, model: _Model, stop: threading.Event | None):
+        super().__init__()
+        self.model, self.plan = model, None
+        self.n_solutions = 0
+
+    def on_solution_callback(self) -> None:
+        self.n_solutions += 1
+        if self.objective_value > self.model.budget_units:
+            return
+        plan = self.model.decode(self.value)
+        if simulate(self.model.problem, plan).valid:
+            self.plan = plan
+            self.stop_search()
+
+
+def _set_workers(prm, threads: int, interleave: int) -> None:
+    """``threads`` CP-SAT workers; with one thread and ``interleave > 1``,
+    that many subsolvers (LNS among them) interleaved deterministically in
+    the one thread."""
+    threads = max(1, int(threads))
+    if threads == 1 and interleave > 1:
+        prm.num_workers = int(interleave)
+        prm.interleave_search = True
+    else:
+        prm.num_workers = threads
+
+
+def _solve_watched(solver, model, callback, stop: threading.Event | None):
+    """``solver.solve`` with a watcher thread that stops it when ``stop`` is set."""
+    if stop is None:
+        return solver.solve(model, callback)
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.05):
+            if stop.is_set():
+                solver.stop_search()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        return solver.solve(model, callback)
+    finally:
+        done.set()
+        watcher.join()
+
+
 _STATUS = {
     cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE",
     cp_model.MODEL_INVALID: "MODEL_INVALID", cp_model.UNKNOWN: "UNKNOWN",
@@ -321,6 +387,15 @@ class CpSatRemat(Formulation):
     ----------
     max_computations : int
         ``C``: computations allowed per node (default 2, as Moccasin).
+    presolve : bool or None
+        CP-SAT presolve; ``None`` (default): on for graphs up to
+        :data:`PRESOLVE_MAX_NODES` nodes.  On larger graphs its single-thread
+        presolve alone takes tens of seconds (about 20 s at n = 250).
+    phase1_share : float
+        Without a valid incumbent, at most this share of the time limit goes
+        to a first phase that minimises the memory capacity from the
+        keep-all order down to the budget (Moccasin's two-phase scheme); its
+        first plan within budget becomes the hint.  ``0`` disables it.
 
     Examples
     --------
@@ -335,10 +410,16 @@ class CpSatRemat(Formulation):
     version = "0.1.0"
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget"})
 
-    def __init__(self, max_computations: int = 2):
+    def __init__(self, max_computations: int = 2, phase1_share: float = 0.5, presolve: bool | None = None,
+                 interleave: int = 1):
         if max_computations < 1:
             raise SolverError("max_computations must be >= 1")
+        if not 0 <= phase1_share < 1:
+            raise SolverError("phase1_share must be in [0, 1)")
         self.max_computations = int(max_computations)
+        self.phase1_share = float(phase1_share)
+        self.presolve = presolve
+        self.interleave = int(interleave)
 
     def solve(self, problem, *, incumbent=None, time_limit: float = 60.0, node_limit=None, seed: int = 0,
               threads: int = 1, on_incumbent=None, on_bound=None, stop: threading.Event | None = None):
@@ -367,47 +448,64 @@ class CpSatRemat(Formulation):
         order = first_compute_order(hint_plan, g.n) if hint_plan is not None else None
         if order is None:
             order = np.arange(g.n, dtype=np.int64)
+        phase1 = {}
+        if hint_plan is None and self.phase1_share > 0 and not (stop is not None and stop.is_set()):
+            hint_plan = self._phase1(problem, order, t0 + self.phase1_share * float(time_limit), node_limit, seed,
+                                     threads, stop, phase1)
         model = _Model(problem, order, self.max_computations)
         hint = model.add_hint(hint_plan) if hint_plan is not None else "none"
         build_s = time.perf_counter() - t0
+        if phase1:
+            hint = f"phase1 ({hint})" if phase1.get("found") else hint
         solver = cp_model.CpSolver()
         prm = solver.parameters
-        prm.num_workers = max(1, int(threads))
+        _set_workers(prm, threads, self.interleave)
         prm.random_seed = int(seed)
         prm.max_time_in_seconds = max(0.05, float(time_limit) - build_s)
+        prm.cp_model_presolve = self._presolve(problem)
         if node_limit is not None:
             prm.max_number_of_conflicts = int(node_limit)
         prm.log_search_progress = False
         stream = _Stream(model, on_incumbent, t0)
-        done = threading.Event()
-        watcher = None
-        if stop is not None:
-            if stop.is_set():
-                return self._result(problem, stream, "UNKNOWN", math.nan, base, build_s, 0.0, hint, order, stopped=True)
-
-            def watch():
-                while not done.wait(0.05):
-                    if stop.is_set():
-                        solver.stop_search()
-                        return
-
-            watcher = threading.Thread(target=watch, daemon=True)
-            watcher.start()
-        try:
-            status = solver.solve(model.m, stream)
-        finally:
-            done.set()
-            if watcher is not None:
-                watcher.join()
+        stream.phase1 = phase1
+        if stop is not None and stop.is_set():
+            return self._result(problem, stream, "UNKNOWN", math.nan, base, build_s, 0.0, hint, order, stopped=True)
+        status = _solve_watched(solver, model.m, stream, stop)
         solve_s = time.perf_counter() - t0 - build_s
         model_status = _STATUS.get(status, str(status))
         bound = solver.best_objective_bound if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else math.nan
         return self._result(problem, stream, model_status, bound, base, build_s, solve_s, hint, order,
                             stopped=bool(stop is not None and stop.is_set()), model=model)
 
+    def _presolve(self, problem) -> bool:
+        return self.presolve if self.presolve is not None else problem.graph.n <= PRESOLVE_MAX_NODES
+
+    def _phase1(self, problem, order, deadline, node_limit, seed, threads, stop, info) -> Plan | None:
+        """Moccasin's two-phase idea: minimise the memory capacity from the
+        keep-all hint down to the budget; the first plan that fits is the
+        hint of the real solve."""
+        t = time.perf_counter()
+        m1 = _Model(problem, order, self.max_computations, soft_capacity=True)
+        m1.add_hint(keep_all_plan(problem.graph, problem.primary.name))
+        m1.m.add_hint(m1.cap, m1.cap_top)
+        solver = cp_model.CpSolver()
+        prm = solver.parameters
+        prm.num_workers = max(1, int(threads))
+        prm.random_seed = int(seed)
+        prm.max_time_in_seconds = max(0.05, deadline - time.perf_counter())
+        prm.cp_model_presolve = self._presolve(problem)
+        if node_limit is not None:
+            prm.max_number_of_conflicts = int(node_limit)
+        cb = _FirstFit(m1, stop)
+        status = _solve_watched(solver, m1.m, cb, stop)
+        info.update(found=cb.plan is not None, seconds=time.perf_counter() - t, status=_STATUS.get(status, str(status)),
+                    n_solutions=cb.n_solutions)
+        return cb.plan
+
     def _result(self, problem, stream, model_status, bound, base, build_s, solve_s, hint, order, *, stopped,
                 model=None):
         stats = {
+            "phase1": dict(getattr(stream, "phase1", {}) or {}),
             "model_status": model_status, "n_solutions": stream.n_solutions, "n_invalid": stream.n_invalid,
             "build_s": build_s, "solve_s": solve_s, "hint": hint, "stopped": stopped,
             "max_computations": self.max_computations, "history": list(stream.history),
