@@ -16,6 +16,7 @@ Usage::
     python benchmarks/ortools_moccasin.py               # 12 x 60 s: about 13 min
     python benchmarks/ortools_moccasin.py --quick       # about 30 s
     python benchmarks/ortools_moccasin.py --time-limit 30 --only rlg_n100
+    python benchmarks/ortools_moccasin.py --render      # re-render the table from the JSON
 """
 
 from __future__ import annotations
@@ -109,6 +110,28 @@ def run_one(form, name: str, frac: float, time_limit: float) -> dict:
     return row
 
 
+def scip_results() -> tuple[dict, str]:
+    """TDI% of the SCIP engine's anytime_solve on the same instances, from
+    ``benchmarks/results/moccasin_protocol.json`` (or its ``_quick`` run)
+    when that file exists: ``{(graph, fraction): (tdi_pct or None, limit_s)}``."""
+    for stem in ("moccasin_protocol", "moccasin_protocol_quick"):
+        path = os.path.join(ROOT, "benchmarks", "results", f"{stem}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                doc = json.load(f)
+            out = {(r.get("graph"), float(r.get("fraction", 0))): (r.get("tdi_pct"), r.get("limit_s", doc.get("limit_s")))
+                   for r in doc.get("rows", [])}
+            return out, f"benchmarks/results/{stem}.json"
+    return {}, ""
+
+
+def scip_cell(entry) -> str:
+    if entry is None:
+        return "-"
+    tdi, limit = entry
+    return f"{fmt(tdi, '.3f', 'none')} [{fmt(limit, 'g')} s]"
+
+
 def fmt(x, spec=".2f", none="-"):
     return none if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
@@ -118,7 +141,19 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="rlg_n100 and FCN-8 at 0.9, 10 s each")
     ap.add_argument("--time-limit", type=float, default=None)
     ap.add_argument("--only", action="append", help="graph names to run (repeatable)")
+    ap.add_argument("--render", action="store_true",
+                    help="no solving: rewrite the markdown from the saved JSON (e.g. once the SCIP results exist)")
     args = ap.parse_args(argv)
+    if args.render:
+        stem = "ortools_moccasin.quick" if args.quick else "ortools_moccasin"
+        path = os.path.join(ROOT, "benchmarks", "results", stem)
+        with open(path + ".json") as f:
+            doc = json.load(f)
+        text = render(doc["rows"], doc["time_limit"], doc["formulation"], doc["wall_s"], args.quick)
+        with open(path + ".md", "w") as f:
+            f.write(text)
+        print(text)
+        return 0
     if not os.path.isdir(MOCCASIN):
         print(f"{MOCCASIN} not found", file=sys.stderr)
         return 2
@@ -135,6 +170,23 @@ def main(argv=None) -> int:
             print(f"{name:<32} {frac:.1f}  {row['status']:<12} TDI {fmt(row.get('tdi_pct'), '.3f')}%  "
                   f"model {row['model_status']}  best at {fmt(row.get('t_best_s'), '.1f')} s", flush=True)
     wall = time.perf_counter() - t0
+    text = render(rows, time_limit, ident, wall, args.quick)
+    print(text)
+    stem = "ortools_moccasin.quick" if args.quick else "ortools_moccasin"
+    if args.only and not args.quick:
+        stem = "ortools_moccasin.partial"
+    out = os.path.join(ROOT, "benchmarks", "results")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{stem}.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(out, f"{stem}.json"), "w") as f:
+        json.dump({"time_limit": time_limit, "formulation": ident, "wall_s": wall, "rows": rows}, f, indent=1)
+    return 0
+
+
+def render(rows: list, time_limit: float, ident: str, wall: float, quick: bool) -> str:
+    """The markdown table of a run (with the SCIP engine's column when its results exist)."""
+    scip, scip_file = scip_results()
     heur_names = sorted({h["name"] for r in rows for h in r["heuristics"]})
     lines = [
         f"# OR-Tools CP-SAT formulation on the Moccasin instances ({time_limit:g} s, 1 worker)",
@@ -147,9 +199,13 @@ def main(argv=None) -> int:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other jobs; OR-Tools "
         f"{_ortools_version()}; wall {wall:.0f} s.",
         "",
+        f"SCIP engine column: `anytime_solve` TDI% from `{scip_file}` (its own time limit in brackets)."
+        if scip_file else "SCIP engine column: no `benchmarks/results/moccasin_protocol.json` yet (re-render with "
+        "`--render` once it exists).",
+        "",
         "| graph | n | B | status | TDI % | peak / B | t best (s) | model status | model bound TDI % | warm start "
-        "(TDI %) | Moccasin published TDI % | Moccasin 2-core re-run TDI % |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "(TDI %) | SCIP engine TDI % | Moccasin published TDI % | Moccasin 2-core re-run TDI % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         key = (r["graph"], r["fraction"])
@@ -158,22 +214,11 @@ def main(argv=None) -> int:
         lines.append(
             f"| {r['graph']} | {r['n']} | {r['fraction']:.1f} | {r['status']} | {fmt(r.get('tdi_pct'), '.3f')} | "
             f"{peak_ratio} | {fmt(r.get('t_best_s'), '.1f')} | {r['model_status']} | "
-            f"{fmt(r.get('model_bound_tdi_pct'), '.3f')} | {warm} | {PUBLISHED.get(key, '-')} | "
+            f"{fmt(r.get('model_bound_tdi_pct'), '.3f')} | {warm} | {scip_cell(scip.get(key))} | {PUBLISHED.get(key, '-')} | "
             f"{RERUN_2CORE.get(key, '-')} |")
-    lines += ["", f"Reproduce: `python benchmarks/ortools_moccasin.py{' --quick' if args.quick else ''}` "
+    lines += ["", f"Reproduce: `python benchmarks/ortools_moccasin.py{' --quick' if quick else ''}` "
               "(with `pip install ./plugins/hybrid-remat-ortools`)."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    stem = "ortools_moccasin.quick" if args.quick else "ortools_moccasin"
-    if args.only and not args.quick:
-        stem = "ortools_moccasin.partial"
-    out = os.path.join(ROOT, "benchmarks", "results")
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, f"{stem}.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(out, f"{stem}.json"), "w") as f:
-        json.dump({"time_limit": time_limit, "formulation": ident, "wall_s": wall, "rows": rows}, f, indent=1)
-    return 0
+    return "\n".join(lines) + "\n"
 
 
 def _ortools_version() -> str:
