@@ -193,7 +193,9 @@ def render(rows: list, time_limit: float, ident: str, wall: float, quick: bool) 
         "",
         f"Formulation `{ident}` (C = 2 computations per node, staged event grid). Warm start: the best",
         f"simulated-valid plan of the registered heuristics ({', '.join(heur_names) or 'none'}), given as a",
-        "complete hint and as the topological order; `-` = none valid. TDI% of the best plan found (simulated);",
+        "complete hint and as the topological order; `-` = none valid, then the formulation's phase 1 (memory",
+        "capacity minimised from the keep-all hint down to the budget, up to half the time) supplies the hint",
+        "(`phase1 (...)`; `none` = phase 1 reached no plan within budget). TDI% of the best plan found (simulated);",
         "`model bound` = CP-SAT's bound *inside its restricted model* (staged order, C = 2), not a bound on the",
         "problem; `t best` = seconds from the start of the solve (model building included) to the best plan.",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other jobs; OR-Tools "
@@ -209,7 +211,8 @@ def render(rows: list, time_limit: float, ident: str, wall: float, quick: bool) 
     ]
     for r in rows:
         key = (r["graph"], r["fraction"])
-        warm = f"{r['warm_start']} ({fmt(r['warm_tdi_pct'], '.2f')})" if r["warm_start"] else "-"
+        warm = (f"{r['warm_start']} ({fmt(r['warm_tdi_pct'], '.2f')})" if r["warm_start"]
+                else f"- (hint: {r.get('hint') or 'none'})")
         peak_ratio = fmt(r["peak"] / r["budget"], ".4f") if "peak" in r else "-"
         lines.append(
             f"| {r['graph']} | {r['n']} | {r['fraction']:.1f} | {r['status']} | {fmt(r.get('tdi_pct'), '.3f')} | "
