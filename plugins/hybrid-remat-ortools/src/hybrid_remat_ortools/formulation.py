@@ -36,9 +36,11 @@ order, each computed at its start and freed after the last computation at
 or before its end event.  Every plan is checked with
 :func:`~hybrid_remat.simulate.simulate` before it is reported.
 
-Without a valid incumbent, a first phase (Moccasin's two-phase idea)
-minimises the cumulative capacity, starting from the keep-all order as a
-hint, until it reaches the budget; that plan is the hint of the real solve.
+Without a valid incumbent the model can express (none, or one computing
+some node more than ``C`` times), a first phase (Moccasin's two-phase idea)
+minimises the cumulative capacity, starting from the keep-all schedule of
+the order as a hint, until it reaches the budget; that plan is the hint of
+the real solve (else the incumbent's partial hint is used).
 
 Exactness
 ---------
@@ -62,7 +64,7 @@ from ortools.sat.python import cp_model
 from hybrid_remat.budgets import keep_all_peak
 from hybrid_remat.errors import HybridRematError, SolverError
 from hybrid_remat.interfaces import Formulation, FormulationResult
-from hybrid_remat.plan import OP_COMPUTE, OP_COPY, Plan, keep_all_plan
+from hybrid_remat.plan import OP_COMPUTE, OP_COPY, Plan, plan_from_order
 from hybrid_remat.simulate import simulate
 
 __all__ = ["CpSatRemat", "event_index", "plan_to_intervals", "first_compute_order", "PRESOLVE_MAX_NODES"]
@@ -392,8 +394,8 @@ class CpSatRemat(Formulation):
         :data:`PRESOLVE_MAX_NODES` nodes.  On larger graphs its single-thread
         presolve alone takes tens of seconds (about 20 s at n = 250).
     phase1_share : float
-        Without a valid incumbent, at most this share of the time limit goes
-        to a first phase that minimises the memory capacity from the
+        Without a valid incumbent the model can express, at most this share
+        of the time limit goes to a first phase that minimises the memory capacity from the
         keep-all order down to the budget (Moccasin's two-phase scheme); its
         first plan within budget becomes the hint.  ``0`` disables it.
 
@@ -449,9 +451,12 @@ class CpSatRemat(Formulation):
         if order is None:
             order = np.arange(g.n, dtype=np.int64)
         phase1 = {}
-        if hint_plan is None and self.phase1_share > 0 and not (stop is not None and stop.is_set()):
-            hint_plan = self._phase1(problem, order, t0 + self.phase1_share * float(time_limit), node_limit, seed,
-                                     threads, stop, phase1)
+        complete = hint_plan is not None and plan_to_intervals(hint_plan, g, order, self.max_computations)[2]
+        if not complete and self.phase1_share > 0 and not (stop is not None and stop.is_set()):
+            # no incumbent, or one the model cannot express (more than C computations): find one it can
+            found = self._phase1(problem, order, t0 + self.phase1_share * float(time_limit), node_limit, seed,
+                                 threads, stop, phase1)
+            hint_plan = found if found is not None else hint_plan
         model = _Model(problem, order, self.max_computations)
         hint = model.add_hint(hint_plan) if hint_plan is not None else "none"
         build_s = time.perf_counter() - t0
@@ -486,7 +491,7 @@ class CpSatRemat(Formulation):
         hint of the real solve."""
         t = time.perf_counter()
         m1 = _Model(problem, order, self.max_computations, soft_capacity=True)
-        m1.add_hint(keep_all_plan(problem.graph, problem.primary.name))
+        m1.add_hint(plan_from_order(problem.graph, order, problem.primary.name))  # keep-all in `order`
         m1.m.add_hint(m1.cap, m1.cap_top)
         solver = cp_model.CpSolver()
         prm = solver.parameters
