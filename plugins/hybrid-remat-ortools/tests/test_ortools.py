@@ -211,3 +211,14 @@ def test_phase_one_finds_a_plan_within_budget_without_an_incumbent():
     assert without.stats["phase1"] == {}
     with pytest.raises(Exception, match="phase1_share"):
         CpSatRemat(phase1_share=1.5)
+
+
+def test_incumbent_beyond_c_computations_triggers_phase_one():
+    inst = standard_instances()[2]  # training9@tight: its witness computes node 0 three times
+    assert inst.name == "training9@tight"
+    res = CpSatRemat(max_computations=2).solve(inst.problem, incumbent=inst.witness, time_limit=10)
+    assert res.stats["phase1"] and not res.stats["phase1"]["found"]  # C = 2 cannot fit this budget
+    assert res.stats["hint"] == "partial" and res.plan is None and res.status == "no_solution"
+    res3 = CpSatRemat(max_computations=3).solve(inst.problem, incumbent=inst.witness, time_limit=10)
+    assert res3.stats["phase1"] == {} and res3.stats["hint"] == "full"
+    assert res3.plan is not None and res3.objective <= simulate(inst.problem, inst.witness).total_time
