@@ -85,3 +85,24 @@ def test_estimate_drives_a_problem_and_the_simulator():
     p = Problem.single(g2, "100%", kind="a100")
     r = simulate(p, keep_all_plan(g2, p.primary.name))
     assert r.valid and r.total_time == pytest.approx(float(RooflineModel().estimate(g, "a100").sum()))
+
+
+def test_anytime_solve_plans_on_roofline_times():
+    anytime = pytest.importorskip("hybrid_remat.anytime")
+    import os
+    import tempfile
+
+    from hybrid_remat.loaders import load_graph
+    from hybrid_remat.testing import write_remat_graph
+
+    g = standard_graphs()[0]
+    with tempfile.TemporaryDirectory() as tmp:  # through a file, as the CLI would read it
+        path = os.path.join(tmp, "g.json")
+        write_remat_graph(g, path)
+        g = load_graph(path)
+    est = apply_cost_model(g, plugins.cost_models()["roofline"], "h200")
+    p = Problem.single(est, "100%", kind="h200")
+    res = anytime.anytime_solve(p, 5.0)
+    assert res.plan is not None
+    r = simulate(p, res.plan)
+    assert r.valid and r.total_time == pytest.approx(float(RooflineModel().estimate(g, "h200").sum()))
