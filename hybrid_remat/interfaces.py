@@ -35,7 +35,7 @@ def is_chain(graph) -> bool:
     n = graph.n
     if graph.m != n - 1:
         return False
-    return bool(np.all(graph.succ_idx == np.arange(1, n)) and np.all(np.diff(graph.succ_ptr) == 1)) if n > 1 else True
+    return bool(np.all(graph.succ_idx == np.arange(1, n)) and np.all(np.diff(graph.succ_ptr)[:-1] == 1)) if n > 1 else True
 
 
 def accepts(obj, problem) -> tuple[bool, str]:
