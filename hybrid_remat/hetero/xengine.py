@@ -1,0 +1,478 @@
+"""XEngine's staged CPU+GPU model as a MILP with explicit transfer variables.
+
+Stages ``t = 0..n-1``; stage ``t`` runs slots ``k = 0..t`` in index order and
+must compute node ``t`` (the frontier) on exactly one device.  Per device
+``d`` (storage-only devices have no ``R``):
+
+* ``R[d,t,i]``   node ``i`` is computed on ``d`` at slot ``i`` of stage ``t``;
+* ``X[d,e,t,i]`` the value of ``i`` is copied ``d -> e`` at slot ``i``;
+* ``S[d,t,i]``   ``i`` is resident on ``d`` when stage ``t`` starts;
+* ``A[d,t,i] = R[d,t,i] + sum_e X[e,d,t,i]`` (an *arrival*: it allocates
+  ``bytes[i]`` on ``d`` at slot ``i``, so a received copy counts against the
+  receiving device);
+* ``FREE[d,t,i,k]`` value ``i`` is freed on ``d`` right after slot ``k``
+  (``k = i`` or a consumer of ``i``); ``U[d,t,k]`` memory on ``d`` right
+  after the arrival at slot ``k``.
+
+Constraints::
+
+    sum_d R[d,t,t] = 1                                   (frontier, one device)
+    R[d,t,v] <= S[d,t,u] + A[d,t,u]        for (u, v) in E       (inputs on d)
+    S[d,t+1,i] <= S[d,t,i] + A[d,t,i]                     (residency carries)
+    X[d,e,t,i] <= S[d,t,i] + R[d,t,i]      (a copy needs a source; no relays)
+    A[d,t,i] + S[d,t,i] <= 1               (no arrival where already resident)
+    FREE[d,t,i,i] <= S[d,t,i] + A[d,t,i];  FREE[d,t,i,k] <= R[d,t,k]  (k > i)
+    FREE[d,t,i,k] <= 1 - S[d,t+1,i];  FREE[d,t,i,k] <= 1 - R[d,t,j]  (j in succ(i), j > k)
+    U[d,t,0] = sum_i m_i S[d,t,i] + m_0 A[d,t,0]
+    U[d,t,k] = U[d,t,k-1] - sum_{i in pred(k-1) + {k-1}} m_i FREE[d,t,i,k-1] + m_k A[d,t,k]
+    U[d,t,k] <= M_d
+
+Objective (serial time, XEngine's): ``sum c_d(i) R + sum (lat + m_i/bw) X``.
+This avoids the public code's defects (reference brief, section 1.2): the
+freed size is the freed value's own (a), initial memory and FREE are per
+device (b), copy costs are indexed ``src -> dst`` from the links (c), and
+a transfer is paid once per (value, stage, destination), not per consuming
+edge and source (d).  A storage-only device (``can_compute=False``) gives
+POET-style paging (see :mod:`hybrid_remat.hetero.paging`).
+
+``FREE`` is bounded from above only: freeing less than allowed merely
+over-counts memory, and the decoder frees everything as early as the
+solution allows, so the simulated memory never exceeds ``U``.  The
+decoded plan's simulated serial time equals the objective.
+
+The model has ``O(D n^2 + D n m)`` variables, like Checkmate's: use
+:func:`model_size` to decide whether to build it.
+
+Examples
+--------
+>>> from hybrid_remat.generators import chain
+>>> from hybrid_remat.problem import Device, Link, Problem
+>>> g = chain(2, bytes=1).with_costs({"cpu": [1.0, 10.0], "gpu": [10.0, 1.0]})
+>>> p = Problem(g, [Device("cpu", "cpu", 5), Device("gpu", "gpu", 5)],
+...             [Link("cpu", "gpu", 1.0, 2.0), Link("gpu", "cpu", 1.0, 7.0)])
+>>> r = XEngineMILP().solve(p, node_limit=100)
+>>> r.status, round(r.objective, 6)
+('optimal', 5.0)
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Callable, Optional
+
+import numpy as np
+
+from ..errors import SolverError
+from ..interfaces import Formulation, FormulationResult
+from ..plan import OP_COMPUTE, OP_COPY, Plan
+from ..problem import Problem
+from ..simulate import simulate
+
+__all__ = ["XEngineMILP", "model_size", "decode", "stage_arrays", "MAX_VARIABLES"]
+
+MAX_VARIABLES = 60_000
+
+
+def model_size(problem: Problem) -> dict:
+    """Estimated numbers of variables and constraints of the model."""
+    g = problem.graph
+    n, m = g.n, g.m
+    D = problem.n_devices
+    Dc = int(problem.can_compute.sum())
+    bw, _ = problem.link_arrays
+    L = int((bw > 0).sum())
+    tri = n * (n + 1) // 2
+    free = D * (tri + m * n // 2)
+    nvars = Dc * tri + D * tri + L * tri + free + D * tri
+    ncons = D * m * n // 2 + 2 * D * tri + L * tri + 3 * free + D * tri
+    return {"variables": int(nvars), "constraints": int(ncons)}
+
+
+# ------------------------------------------------------------------ helpers
+def _scale(problem: Problem):
+    """Memory unit (bytes) and effective budgets in that unit."""
+    g = problem.graph
+    b = [int(x) for x in g.bytes if x > 0]
+    unit = 1
+    if b:
+        unit = b[0]
+        for x in b[1:]:
+            unit = math.gcd(unit, x)
+    budgets = problem.budgets.astype(np.float64)
+    if budgets.max() / unit > 1e8:
+        unit = float(budgets.max()) / 1e6
+        return unit, np.floor(budgets / unit) - 2.0
+    return float(unit), np.floor(budgets / unit)
+
+
+def _copy_cost(problem: Problem):
+    """``(D, D, n)`` copy times (``nan`` where there is no link)."""
+    g = problem.graph
+    bw, lat = problem.link_arrays
+    D = problem.n_devices
+    cc = np.full((D, D, g.n), np.nan)
+    for a in range(D):
+        for b in range(D):
+            if a != b and bw[a, b] > 0:
+                cc[a, b] = lat[a, b] + g.bytes / bw[a, b]
+    return cc
+
+
+def stage_arrays(problem: Problem, plan: Plan):
+    """``(R, S, X)`` boolean arrays of a frontier-ordered plan, or ``None``.
+
+    ``R[d,t,i]``/``X[d,e,t,i]``: computed / copied in stage ``t``;
+    ``S[d,t,i]``: resident on ``d`` when stage ``t`` starts.  Stage ``t``
+    ends with the first computation of ``t`` and the copies of ``t`` that
+    directly follow it.  Returns ``None`` when first computations are not
+    in index order or a stage computes or receives a value twice on one
+    device (the plan then has no staged form).
+    """
+    g = problem.graph
+    n, D = g.n, problem.n_devices
+    names = [d.name for d in problem.devices]
+    try:
+        dmap = np.array([names.index(x) for x in plan.devices], dtype=np.int64)
+    except ValueError:
+        return None
+    R = np.zeros((D, n, n), dtype=bool)
+    S = np.zeros((D, n, n), dtype=bool)
+    X = np.zeros((D, D, n, n), dtype=bool)
+    resident = np.zeros((D, n), dtype=bool)
+    t = 0  # current stage
+    closing = -1  # just computed the frontier of stage `closing`
+    for o, v, a, b in zip(plan.op.tolist(), plan.node.tolist(), plan.device.tolist(), plan.target.tolist()):
+        d = int(dmap[a])
+        if closing >= 0 and not (o != OP_COMPUTE and (o == 1 or v == closing)):
+            # the stage is over: open the next one
+            t = closing + 1
+            closing = -1
+            if t >= n:
+                return None
+            S[:, t, :] = resident
+        st = closing if closing >= 0 else t
+        if o == OP_COMPUTE:
+            if v > st:
+                return None
+            if R[d, st, v] or X[:, d, st, v].any():
+                return None
+            R[d, st, v] = True
+            resident[d, v] = True
+            if v == st:
+                closing = st
+        elif o == OP_COPY:
+            e = int(dmap[b])
+            if v > st or R[e, st, v] or X[:, e, st, v].any():
+                return None
+            X[d, e, st, v] = True
+            resident[e, v] = True
+        else:
+            resident[d, v] = False
+    if closing != n - 1:
+        return None
+    return R, S, X
+
+
+def decode(problem: Problem, R, S, X, meta: dict | None = None) -> Plan:
+    """The plan of a (rounded) solution: per stage and slot, compute, copy,
+    then free every value no longer needed on that device."""
+    g = problem.graph
+    n, D = g.n, problem.n_devices
+    names = [d.name for d in problem.devices]
+    steps = []
+    resident = np.zeros((D, n), dtype=bool)
+    for t in range(n):
+        Rt, Xt = R[:, t, : t + 1], X[:, :, t, : t + 1]
+        keep = S[:, t + 1, :] if t + 1 < n else np.zeros((D, n), dtype=bool)
+        last = np.full((D, n), -1, dtype=np.int64)  # last slot at which (d, i) is needed
+        last[keep] = n + 1
+        out = Xt.any(axis=1)  # (D, t+1): copies out of d at slot i
+        arrive = Rt | Xt.any(axis=0)
+        for d in range(D):
+            pres = np.flatnonzero(arrive[d])
+            last[d, pres] = np.maximum(last[d, pres], pres)
+            src = np.flatnonzero(out[d])
+            last[d, src] = np.maximum(last[d, src], src)
+            for j in np.flatnonzero(Rt[d]):
+                pj = g.preds(int(j))
+                last[d, pj] = np.maximum(last[d, pj], j)
+        # start of the stage: drop what the stage does not need
+        for d in range(D):
+            for i in np.flatnonzero(resident[d] & (last[d] < 0)):
+                steps.append(("free", int(i), names[d]))
+                resident[d, i] = False
+        for k in range(t + 1):
+            for d in range(D):
+                if Rt[d, k]:
+                    steps.append(("compute", k, names[d]))
+                    resident[d, k] = True
+            for d in range(D):
+                for e in range(D):
+                    if Xt[d, e, k]:
+                        steps.append(("copy", k, names[d], names[e]))
+                        resident[e, k] = True
+            for d in range(D):
+                for i in np.flatnonzero(resident[d] & (last[d] == k)):
+                    steps.append(("free", int(i), names[d]))
+                    resident[d, i] = False
+    return Plan.from_steps(steps, names, meta or {"solver": "xengine_milp"})
+
+
+# ------------------------------------------------------------- formulation
+class XEngineMILP(Formulation):
+    """The staged CPU+GPU MILP (module docstring), solved with SCIP.
+
+    Parameters
+    ----------
+    max_variables : int
+        Refuse (status ``"error"``, reason in ``stats``) when
+        :func:`model_size` estimates more variables than this.
+    """
+
+    name = "hetero_xengine"
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "single_device", "multi_device", "exact"})
+
+    def __init__(self, max_variables: int = MAX_VARIABLES):
+        self.max_variables = max_variables
+
+    def solve(
+        self,
+        problem: Problem,
+        *,
+        incumbent: Plan | None = None,
+        time_limit: float = 60.0,
+        node_limit: Optional[int] = None,
+        seed: int = 0,
+        threads: int = 1,
+        on_incumbent: Callable | None = None,
+        on_bound: Callable | None = None,
+        stop: threading.Event | None = None,
+    ) -> FormulationResult:
+        t0 = time.perf_counter()
+        size = model_size(problem)
+        inc_time = np.inf
+        if incumbent is not None:
+            r = simulate(problem, incumbent)
+            inc_time = r.total_time if r.valid else np.inf
+            if not r.valid:
+                incumbent = None
+        if size["variables"] > self.max_variables:
+            return FormulationResult(
+                "error", incumbent, inc_time, float("-inf"),
+                {"reason": f"model too large: about {size['variables']} variables (limit {self.max_variables})",
+                 **size})
+        try:
+            from pyscipopt import SCIP_EVENTTYPE, Model, quicksum
+        except ImportError as e:  # pragma: no cover
+            raise SolverError(f"pyscipopt is needed for {self.name}: {e}") from None
+
+        g = problem.graph
+        n, D = g.n, problem.n_devices
+        can = problem.can_compute
+        cost = problem.cost_matrix
+        cc = _copy_cost(problem)
+        unit, cap = _scale(problem)
+        mb = g.bytes / unit
+        tscale = 1000.0 / max(problem.base_cost, 1e-30)  # objective ~ 1000
+        preds = [g.preds(i).tolist() for i in range(n)]
+        succs = [g.succs(i).tolist() for i in range(n)]
+        links = [(a, b) for a in range(D) for b in range(D) if a != b and not np.isnan(cc[a, b, 0])]
+
+        m = Model("xengine")
+        m.hideOutput()
+        m.setParam("randomization/randomseedshift", int(seed))
+        m.setParam("parallel/maxnthreads", max(1, int(threads)))
+        R, S, X, F, U = {}, {}, {}, {}, {}
+        try:
+            for t in range(n):
+                for i in range(t + 1):
+                    for d in range(D):
+                        if can[d]:
+                            R[d, t, i] = m.addVar(vtype="B", obj=cost[d, i] * tscale, name=f"R_{d}_{t}_{i}")
+                        if i < t:
+                            S[d, t, i] = m.addVar(vtype="B", name=f"S_{d}_{t}_{i}")
+                    for a, b in links:
+                        if can[a] or i < t:
+                            X[a, b, t, i] = m.addVar(vtype="B", obj=cc[a, b, i] * tscale, name=f"X_{a}_{b}_{t}_{i}")
+
+            def A(d, t, i):
+                return quicksum(x for x in ([R[d, t, i]] if (d, t, i) in R else [])
+                                + [X[a, d, t, i] for a in range(D) if (a, d, t, i) in X])
+
+            def present(d, t, i):
+                terms = [X[a, d, t, i] for a in range(D) if (a, d, t, i) in X]
+                if (d, t, i) in R:
+                    terms.append(R[d, t, i])
+                if (d, t, i) in S:
+                    terms.append(S[d, t, i])
+                return quicksum(terms)
+
+            for t in range(n):
+                m.addCons(quicksum(R[d, t, t] for d in range(D) if can[d]) == 1, name=f"front_{t}")
+                for i in range(t + 1):
+                    for d in range(D):
+                        if (d, t, i) in R:
+                            for u in preds[i]:
+                                m.addCons(R[d, t, i] <= present(d, t, u))
+                        if t + 1 < n:
+                            m.addCons(S[d, t + 1, i] <= present(d, t, i))
+                        arr = [X[a, d, t, i] for a in range(D) if (a, d, t, i) in X]
+                        if (d, t, i) in R:
+                            arr.append(R[d, t, i])
+                        if len(arr) + ((d, t, i) in S) > 1:
+                            m.addCons(quicksum(arr) + (S[d, t, i] if (d, t, i) in S else 0) <= 1)
+                    for a, b in links:
+                        if (a, b, t, i) in X:
+                            src = ([S[a, t, i]] if (a, t, i) in S else []) + ([R[a, t, i]] if (a, t, i) in R else [])
+                            m.addCons(X[a, b, t, i] <= quicksum(src))
+                # frees and memory, per device
+                for d in range(D):
+                    for i in range(t + 1):
+                        later = [j for j in succs[i] if j <= t]
+                        ks = [i] + (later if can[d] else [])
+                        for k in ks:
+                            f = m.addVar(vtype="C", lb=0.0, ub=1.0, name=f"F_{d}_{t}_{i}_{k}")
+                            F[d, t, i, k] = f
+                            m.addCons(f <= (present(d, t, i) if k == i else R[d, t, k]))
+                            if t + 1 < n:
+                                m.addCons(f + S[d, t + 1, i] <= 1)
+                            if can[d]:
+                                for j in later:
+                                    if j > k:
+                                        m.addCons(f + R[d, t, j] <= 1)
+                    prev = None
+                    for k in range(t + 1):
+                        u = m.addVar(vtype="C", lb=0.0, ub=float(cap[d]), name=f"U_{d}_{t}_{k}")
+                        U[d, t, k] = u
+                        if prev is None:
+                            m.addCons(u == quicksum(mb[i] * S[d, t, i] for i in range(t)) + mb[0] * A(d, t, 0))
+                        else:
+                            fr = [mb[i] * F[d, t, i, k - 1] for i in preds[k - 1] + [k - 1] if (d, t, i, k - 1) in F]
+                            m.addCons(u == prev - quicksum(fr) + mb[k] * A(d, t, k))
+                        prev = u
+            build_s = time.perf_counter() - t0
+            stats = {**size, "build_s": build_s, "n_vars": m.getNVars(), "n_cons": m.getNConss()}
+
+            # ---- warm start
+            warm = "none"
+            if incumbent is not None:
+                arrs = stage_arrays(problem, incumbent)
+                if arrs is None:
+                    warm = "not staged"
+                else:
+                    warm = self._add_start(m, problem, arrs, R, S, X, F, U, mb)
+            stats["warm_start"] = warm
+
+            def values():
+                s = m.getBestSol()
+                Rv = np.zeros((D, n, n), dtype=bool)
+                Sv = np.zeros((D, n, n), dtype=bool)
+                Xv = np.zeros((D, D, n, n), dtype=bool)
+                for (d, t, i), x in R.items():
+                    Rv[d, t, i] = m.getSolVal(s, x) > 0.5
+                for (d, t, i), x in S.items():
+                    Sv[d, t, i] = m.getSolVal(s, x) > 0.5
+                for (a, b, t, i), x in X.items():
+                    Xv[a, b, t, i] = m.getSolVal(s, x) > 0.5
+                return Rv, Sv, Xv
+
+            best = {"plan": incumbent, "time": inc_time, "bound": float("-inf")}
+
+            def consider(source):
+                plan = decode(problem, *values(), {"solver": self.name})
+                r = simulate(problem, plan)
+                if r.valid and r.total_time < best["time"] - 1e-12:
+                    best["plan"], best["time"] = plan, r.total_time
+                    if on_incumbent is not None:
+                        on_incumbent(plan, source)
+                return r
+
+            def on_event(model, event):
+                et = event.getType()
+                if et == SCIP_EVENTTYPE.BESTSOLFOUND:
+                    s = model.getBestSol()
+                    if model.getSolObjVal(s) / tscale < best["time"] - 1e-12:
+                        consider(self.name)
+                db = model.getDualbound()
+                if db / tscale > best["bound"] + 1e-12 and abs(db) < 1e19:
+                    best["bound"] = db / tscale
+                    if on_bound is not None:
+                        on_bound(best["bound"])
+                if stop is not None and stop.is_set():
+                    model.interruptSolve()
+
+            m.attachEventHandlerCallback(
+                on_event, [SCIP_EVENTTYPE.BESTSOLFOUND, SCIP_EVENTTYPE.NODESOLVED, SCIP_EVENTTYPE.LPSOLVED])
+            left = time_limit - (time.perf_counter() - t0)
+            m.setParam("limits/time", max(0.0, left))
+            if node_limit is not None:
+                m.setParam("limits/nodes", int(node_limit))
+            m.optimize()
+            status = m.getStatus()
+            stats.update({"scip_status": status, "solve_s": time.perf_counter() - t0 - build_s,
+                          "nodes": m.getNNodes()})
+            lb = m.getDualbound() / tscale if abs(m.getDualbound()) < 1e19 else float("-inf")
+            if m.getNSols() > 0:
+                r = consider(self.name)
+                if not r.valid:
+                    stats["decode_error"] = r.error
+                stats["milp_objective"] = m.getSolObjVal(m.getBestSol()) / tscale
+            if status == "optimal":
+                lb = stats.get("milp_objective", lb)
+            best["bound"] = max(best["bound"], lb)
+            if best["plan"] is None:
+                st = "infeasible" if status == "infeasible" else "no_solution"
+            elif status == "optimal" and best["time"] <= stats.get("milp_objective", np.inf) + 1e-9:
+                st = "optimal"
+            else:
+                st = "feasible"
+            return FormulationResult(st, best["plan"], best["time"], best["bound"], stats)
+        finally:
+            m.free()
+
+    @staticmethod
+    def _add_start(m, problem, arrs, R, S, X, F, U, mb) -> str:
+        """Full warm start from staged arrays (FREE and U by their
+        definitions); a partial one if the full start is infeasible."""
+        Ra, Sa, Xa = arrs
+        g = problem.graph
+        n, D = g.n, problem.n_devices
+        sol = m.createSol()
+        for (d, t, i), x in R.items():
+            m.setSolVal(sol, x, float(Ra[d, t, i]))
+        for (d, t, i), x in S.items():
+            m.setSolVal(sol, x, float(Sa[d, t, i]))
+        for (a, b, t, i), x in X.items():
+            m.setSolVal(sol, x, float(Xa[a, b, t, i]))
+        for t in range(n):
+            for d in range(D):
+                arrive = Ra[d, t] | Xa[:, d, t].any(axis=0)
+                pres = Sa[d, t] | arrive
+                keep = Sa[d, t + 1] if t + 1 < n else np.zeros(n, dtype=bool)
+                fval = {}
+                for (dd, tt, i, k) in [key for key in F if key[0] == d and key[1] == t]:
+                    ev = pres[i] if k == i else Ra[d, t, k]
+                    later = any(Ra[d, t, j] for j in g.succs(i) if k < j <= t)
+                    val = float(ev and not keep[i] and not later)
+                    fval[i, k] = val
+                    m.setSolVal(sol, F[dd, tt, i, k], val)
+                mem = float(sum(mb[i] for i in range(t) if Sa[d, t, i]))
+                for k in range(t + 1):
+                    if k > 0:
+                        mem -= sum(mb[i] * fval.get((i, k - 1), 0.0) for i in list(g.preds(k - 1)) + [k - 1])
+                    mem += mb[k] * float(arrive[k])
+                    m.setSolVal(sol, U[d, t, k], max(mem, 0.0))
+        if m.checkSol(sol, printreason=False, original=True):
+            m.addSol(sol, free=True)
+            return "full"
+        m.freeSol(sol)
+        ps = m.createPartialSol()
+        for (d, t, i), x in R.items():
+            m.setSolVal(ps, x, float(Ra[d, t, i]))
+        for (a, b, t, i), x in X.items():
+            m.setSolVal(ps, x, float(Xa[a, b, t, i]))
+        m.addSol(ps)
+        return "partial"
