@@ -11,7 +11,7 @@ Examples
 --------
 >>> from hybrid_remat.generators import chain
 >>> from hybrid_remat.problem import Problem
->>> brute_force(Problem.single(chain(3, bytes=1), 2))[0]
+>>> float(brute_force(Problem.single(chain(3, bytes=1), 2))[0])
 3.0
 """
 
@@ -67,7 +67,7 @@ def brute_force(problem: Problem, *, frontier: bool = False, max_states: int = 2
                 state, step = prev[state]
                 steps.append(step)
             names = [d.name for d in problem.devices]
-            return c, Plan.from_steps(steps[::-1], names, {"solver": "brute_force"})
+            return float(c), Plan.from_steps(steps[::-1], names, {"solver": "brute_force"})
         if len(dist) > max_states:
             raise PlanError(f"brute_force: more than {max_states} states")
         moves = []

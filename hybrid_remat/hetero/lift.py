@@ -100,7 +100,7 @@ def remove_dead_computes(graph, steps: list) -> list:
                 if inst is not None and not inst[1] and steps[inst[0]][0] == OP_COMPUTE:
                     dead.add(inst[0])
                     dead.add(i)
-        for (v, d), inst in open_at.items():
+        for inst in open_at.values():
             if not inst[1] and steps[inst[0]][0] == OP_COMPUTE:
                 dead.add(inst[0])
         if dead:
@@ -145,7 +145,7 @@ def lift_plan(problem: Problem, plan: Plan, *, host: str | None = None, policy: 
     gi = names.index(gname)
     host = host or host_device(problem, gname)
     g = problem.graph
-    steps = [[int(o), int(v), gi, -1] for o, v in zip(plan.op.tolist(), plan.node.tolist())]
+    steps = [[int(o), int(v), gi, -1] for o, v in zip(plan.op.tolist(), plan.node.tolist(), strict=False)]
     if host is None:
         return Plan.from_steps(_named(steps, names), names, dict(plan.meta))
     hi = names.index(host)

@@ -60,7 +60,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 
@@ -143,7 +143,7 @@ def stage_arrays(problem: Problem, plan: Plan):
     resident = np.zeros((D, n), dtype=bool)
     t = 0  # current stage
     closing = -1  # just computed the frontier of stage `closing`
-    for o, v, a, b in zip(plan.op.tolist(), plan.node.tolist(), plan.device.tolist(), plan.target.tolist()):
+    for o, v, a, b in zip(plan.op.tolist(), plan.node.tolist(), plan.device.tolist(), plan.target.tolist(), strict=False):
         d = int(dmap[a])
         if closing >= 0 and not (o != OP_COMPUTE and (o == 1 or v == closing)):
             # the stage is over: open the next one
@@ -233,7 +233,7 @@ class XEngineMILP(Formulation):
 
     name = "hetero_xengine"
     version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "multi_device", "exact"})
+    capabilities = frozenset({"dag", "chain", "multi_device", "exact"})
 
     def __init__(self, max_variables: int = MAX_VARIABLES):
         self.max_variables = max_variables
@@ -244,7 +244,7 @@ class XEngineMILP(Formulation):
         *,
         incumbent: Plan | None = None,
         time_limit: float = 60.0,
-        node_limit: Optional[int] = None,
+        node_limit: int | None = None,
         seed: int = 0,
         threads: int = 1,
         on_incumbent: Callable | None = None,
