@@ -20,6 +20,7 @@ Examples
 
 from __future__ import annotations
 
+from ..errors import BudgetError
 from ..interfaces import Formulation, FormulationResult, Heuristic
 from ..problem import Device, Problem
 from .heft import HeftScheduler
@@ -47,7 +48,10 @@ class PagingMILP(Formulation):
         self.inner = XEngineMILP(max_variables)
 
     def solve(self, problem: Problem, *, incumbent=None, **kw) -> FormulationResult:
-        pp = paging_problem(problem)
+        try:
+            pp = paging_problem(problem)
+        except BudgetError as e:
+            return FormulationResult("infeasible", None, float("inf"), float("-inf"), {"reason": str(e)})
         if incumbent is not None:
             # only an incumbent that computes on the primary device is a paging plan
             prim = [i for i, nm in enumerate(incumbent.devices) if nm == problem.primary.name]
@@ -78,7 +82,11 @@ class HeftOffload(Heuristic):
         self.inner = HeftScheduler(objective)
 
     def run(self, problem: Problem, *, seed: int = 0):
-        plan = self.inner.run(paging_problem(problem), seed=seed)
+        try:
+            pp = paging_problem(problem)
+        except BudgetError:  # the primary device alone cannot hold some node
+            return None
+        plan = self.inner.run(pp, seed=seed)
         if plan is not None:
             plan.meta["solver"] = self.name
         return plan
