@@ -353,3 +353,21 @@ def test_xengine_unit_instances():
     res = milp.solve(p, node_limit=5000)
     assert res.objective == pytest.approx(11.5)
     assert [s.device for s in res.plan.steps() if s.op == "compute"] == ["gpu"] * 4 + ["cpu"] * 3
+
+
+def test_milp_stages_in_the_incumbents_order_when_it_is_not_staged():
+    # a diamond whose reference order keeps both branches alive; the incumbent
+    # computes 0, 2, 1, 3 (not staged in index order)
+    g = Graph.from_arrays([2, 2, 1, 1], [(0, 1), (0, 2), (1, 3), (2, 3)],
+                          {"gpu": [1.0, 1.0, 1.0, 1.0], "cpu": [4.0, 4.0, 4.0, 4.0]})
+    p = two_dev(g, 5, 50, bw=(2.0, 2.0))
+    inc = Plan.from_steps([("compute", 0, "gpu"), ("compute", 2, "gpu"), ("compute", 1, "gpu"), ("free", 0, "gpu"),
+                           ("compute", 3, "gpu")], ["gpu", "cpu"])
+    assert simulate(p, inc).valid and stage_arrays(p, inc) is None
+    res = XEngineMILP().solve(p, incumbent=inc, node_limit=5000)
+    assert res.stats["frontier"] == "incumbent order" and res.stats["warm_start"] == "incumbent full"
+    r = simulate(p, res.plan)
+    assert r.valid and r.total_time <= simulate(p, inc).total_time + 1e-12
+    ref = XEngineMILP().solve(p, node_limit=5000, frontier="reference")
+    assert ref.stats["frontier"] == "reference"
+    assert simulate(p, ref.plan).valid

@@ -73,12 +73,14 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import SolverError
+from ..graph import Graph
 from ..interfaces import Formulation, FormulationResult
 from ..plan import OP_COMPUTE, OP_COPY, Plan
 from ..problem import Problem
 from ..simulate import simulate
 
-__all__ = ["XEngineMILP", "model_size", "decode", "stage_arrays", "MAX_VARIABLES"]
+__all__ = ["XEngineMILP", "model_size", "decode", "stage_arrays", "first_compute_order", "relabel", "relabel_plan",
+           "MAX_VARIABLES"]
 
 MAX_VARIABLES = 60_000
 
@@ -228,6 +230,39 @@ def decode(problem: Problem, R, S, X, meta: dict | None = None) -> Plan:
     return Plan.from_steps(steps, names, meta or {"solver": "xengine_milp"})
 
 
+def first_compute_order(plan: Plan, n: int) -> np.ndarray | None:
+    """Nodes in the order of their first computation (``None`` unless all
+    ``n`` nodes are computed)."""
+    seen = np.zeros(n, dtype=bool)
+    out = []
+    for o, v in zip(plan.op.tolist(), plan.node.tolist(), strict=False):
+        if o == OP_COMPUTE and not seen[v]:
+            seen[v] = True
+            out.append(v)
+    return np.array(out, dtype=np.int64) if len(out) == n else None
+
+
+def relabel(problem: Problem, order) -> tuple[Problem, np.ndarray]:
+    """The problem with node ``order[k]`` renamed ``k`` (``order`` must be a
+    topological order); returns it and ``new_of_old``."""
+    g = problem.graph
+    order = np.asarray(order, dtype=np.int64)
+    new_of_old = np.empty(g.n, dtype=np.int64)
+    new_of_old[order] = np.arange(g.n)
+    edges = new_of_old[g.edges()] if g.m else np.zeros((0, 2), dtype=np.int64)
+    g2 = Graph.from_arrays(g.bytes[order], [tuple(e) for e in edges.tolist()],
+                           {k: g.cost(k)[order] for k in g.cost_kinds}, name=g.name)
+    return Problem(g2, problem.devices, problem.links, check=False), new_of_old
+
+
+def relabel_plan(plan: Plan | None, mapping) -> Plan | None:
+    """``plan`` with every node ``v`` renamed ``mapping[v]``."""
+    if plan is None:
+        return None
+    mapping = np.asarray(mapping, dtype=np.int64)
+    return Plan(plan.op, mapping[plan.node], plan.device, plan.target, plan.devices, dict(plan.meta))
+
+
 # ------------------------------------------------------------- formulation
 class XEngineMILP(Formulation):
     """The staged CPU+GPU MILP (module docstring), solved with SCIP.
@@ -258,7 +293,48 @@ class XEngineMILP(Formulation):
         on_incumbent: Callable | None = None,
         on_bound: Callable | None = None,
         stop: threading.Event | None = None,
+        frontier: str = "auto",
     ) -> FormulationResult:
+        """Solve; see :class:`~hybrid_remat.interfaces.Formulation`.
+
+        ``frontier`` picks the topological order whose stages the model
+        uses: ``"reference"`` (node indices, Checkmate's and XEngine's
+        choice) or ``"auto"`` (default): the order of the incumbent's first
+        computations when the incumbent is not staged in the reference
+        order, so that it warm-starts the model and the result is never
+        worse.
+        """
+        order = None
+        if frontier not in ("auto", "reference"):
+            raise SolverError(f"unknown frontier {frontier!r}: use 'auto' or 'reference'")
+        if frontier == "auto" and incumbent is not None and simulate(problem, incumbent).valid:
+            if stage_arrays(problem, incumbent) is None:
+                fo = first_compute_order(incumbent, problem.graph.n)
+                if fo is not None and not np.array_equal(fo, np.arange(problem.graph.n)):
+                    order = fo
+        if order is None:
+            res = self._solve(problem, incumbent, time_limit, node_limit, seed, threads, on_incumbent, on_bound, stop)
+            res.stats["frontier"] = "reference"
+            return res
+        sub, new_of_old = relabel(problem, order)
+        old_of_new = order
+
+        def back(plan):
+            return relabel_plan(plan, old_of_new)
+
+        cb = None if on_incumbent is None else (lambda plan, src: on_incumbent(back(plan), src))
+        res = self._solve(sub, relabel_plan(incumbent, new_of_old), time_limit, node_limit, seed, threads, cb,
+                          on_bound, stop)
+        if res.plan is not None:
+            res.plan = back(res.plan)
+            r = simulate(problem, res.plan)
+            if not r.valid:  # pragma: no cover - relabelling preserves validity
+                raise SolverError(f"relabelled plan is invalid: {r.error}")
+            res.objective = r.total_time
+        res.stats["frontier"] = "incumbent order"
+        return res
+
+    def _solve(self, problem, incumbent, time_limit, node_limit, seed, threads, on_incumbent, on_bound, stop):
         t0 = time.perf_counter()
         size = model_size(problem)
         inc_time = np.inf
