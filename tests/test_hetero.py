@@ -295,7 +295,7 @@ def test_oversized_model_is_refused_with_a_reason():
     assert model_size(p)["variables"] > 1000
     plan = HeftScheduler().run(p)
     res = XEngineMILP(max_variables=1000).solve(p, incumbent=plan)
-    assert res.status == "error" and "too large" in res.stats["reason"]
+    assert res.status == "no_solution" and "too large" in res.stats["reason"]
     assert res.plan is plan
 
 

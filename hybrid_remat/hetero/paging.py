@@ -51,7 +51,9 @@ class PagingMILP(Formulation):
         try:
             pp = paging_problem(problem)
         except BudgetError as e:
-            return FormulationResult("infeasible", None, float("inf"), float("-inf"), {"reason": str(e)})
+            # paging is impossible, which says nothing about co-execution
+            return FormulationResult("no_solution", None, float("inf"), float("-inf"),
+                                     {"reason": str(e), "skipped": str(e)})
         if incumbent is not None:
             # only an incumbent that computes on the primary device is a paging plan
             prim = [i for i, nm in enumerate(incumbent.devices) if nm == problem.primary.name]

@@ -270,7 +270,8 @@ class XEngineMILP(Formulation):
     Parameters
     ----------
     max_variables : int
-        Refuse (status ``"error"``, reason in ``stats``) when
+        Refuse (status ``"no_solution"``, the incumbent returned, reason in
+        ``stats["skipped"]``) when
         :func:`model_size` estimates more variables than this.
     """
 
@@ -345,8 +346,9 @@ class XEngineMILP(Formulation):
                 incumbent = None
         if size["variables"] > self.max_variables:
             return FormulationResult(
-                "error", incumbent, inc_time, float("-inf"),
+                "no_solution", incumbent, inc_time, float("-inf"),
                 {"reason": f"model too large: about {size['variables']} variables (limit {self.max_variables})",
+                 "skipped": f"model too large (~{size['variables']} variables)",
                  **size})
         try:
             from pyscipopt import SCIP_EVENTTYPE, Model, quicksum
@@ -513,7 +515,9 @@ class XEngineMILP(Formulation):
             stats["staged_lower_bound"] = max(best["bound"], lb)
             milp_obj = stats.get("milp_objective", np.inf)
             if best["plan"] is None:
-                st = "infeasible" if status == "infeasible" else "no_solution"
+                # infeasible over staged plans does not prove that no plan exists
+                st = "no_solution"
+                stats["staged_infeasible"] = status == "infeasible"
             elif status == "optimal" and best["time"] >= milp_obj - 1e-9 * max(1.0, abs(milp_obj)):
                 st = "optimal"  # optimal over staged plans, and nothing better is known
             else:
