@@ -11,7 +11,8 @@ HEFT's decreasing upward rank), the kernel
    refused;
 2. brings the inputs to the chosen device: a value resident on another
    device is copied (a *prefetch*), a value resident nowhere is recomputed,
-   recursively, in index order (DTR's rematerialization);
+   recursively, in index order (DTR's rematerialization), on the device
+   where recomputing plus copying the results over is cheapest;
 3. evicts, when the device is short of memory, the resident unpinned value
    with the lowest DTR score ``restore / (bytes x staleness)`` (or, as an
    option, ``restore / (bytes x distance to next use)``), where ``restore``
@@ -337,9 +338,15 @@ def heft_kernel(bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, cost, can_comput
                     if a + c > start:
                         start = a + c
                 else:
-                    est += cost[d, u]
-                    if stream[d] + cost[d, u] > start:
-                        start = stream[d] + cost[d, u]
+                    rc = cost[d, u]
+                    for e in range(D):
+                        if e != d and can_compute[e] and bw[e, d] > 0.0:
+                            c2 = cost[e, u] + _copy_time(bw, lat, e, d, bytes_[u])
+                            if c2 < rc:
+                                rc = c2
+                    est += rc
+                    if stream[d] + rc > start:
+                        start = stream[d] + rc
             penalty = 0.0
             if mem[d] + extra > budget[d]:
                 # dry-run eviction with v's resident inputs pinned
@@ -417,79 +424,115 @@ def heft_kernel(bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, cost, can_comput
                 localuse[u] += 1
                 if localuse[u] == 1:
                     pin[u] += 1
+        # the recompute set runs on one device: the cheapest, copies included
+        rdev = d
+        if nmem > 0:
+            best_r = np.inf
+            for r in range(D):
+                if not can_compute[r]:
+                    continue
+                est = 0.0
+                ok = True
+                for j in range(nmem):
+                    w = mlist[j]
+                    needw = bytes_[w]
+                    for q in range(pred_ptr[w], pred_ptr[w + 1]):
+                        u = pred_idx[q]
+                        needw += bytes_[u]
+                        if need[u] != stamp and not resident[r, u]:
+                            s2 = _best_source(resident, bw, lat, bytes_, u, r)
+                            if s2 < 0:
+                                ok = False
+                            else:
+                                est += _copy_time(bw, lat, s2, r, bytes_[u])
+                    if needw > budget[r]:
+                        ok = False
+                    est += cost[r, w]
+                if r != d:
+                    for q in range(pred_ptr[v], pred_ptr[v + 1]):
+                        u = pred_idx[q]
+                        if need[u] == stamp:
+                            if bw[r, d] <= 0.0:
+                                ok = False
+                            else:
+                                est += _copy_time(bw, lat, r, d, bytes_[u])
+                if ok and est < best_r:
+                    best_r = est
+                    rdev = r
         # ------------------------------------------------ run the set, then v
         for j in range(nmem + 1):
             w = v if j == nmem else mlist[j]
-            # inputs on d
+            dd = d if j == nmem else rdev
+            # inputs on dd
             for q in range(pred_ptr[w], pred_ptr[w + 1]):
                 u = pred_idx[q]
-                if resident[d, u]:
+                if resident[dd, u]:
                     continue
-                s = _best_source(resident, bw, lat, bytes_, u, d)
+                s = _best_source(resident, bw, lat, bytes_, u, dd)
                 if s < 0:
                     return ST_STUCK, u, k, ops, nodes, devs, dsts
-                while mem[d] + bytes_[u] > budget[d]:
-                    x, sc, r, t = _pick_victim(d, resident, pin, mark, bytes_, pred_ptr, pred_idx, succ_ptr,
+                while mem[dd] + bytes_[u] > budget[dd]:
+                    x, sc, r, t = _pick_victim(dd, resident, pin, mark, bytes_, pred_ptr, pred_idx, succ_ptr,
                                                succ_idx, cost, can_compute, budget, mem, bw, lat, offload_weight,
                                                last_use, clock, score_kind, pos, done, remaining)
                     if x < 0:
                         return ST_STUCK, u, k, ops, nodes, devs, dsts
                     if t >= 0:
-                        a = cstream[d, t]
-                        if ready[d, x] > a:
-                            a = ready[d, x]
-                        a += _copy_time(bw, lat, d, t, bytes_[x])
-                        cstream[d, t] = a
+                        a = cstream[dd, t]
+                        if ready[dd, x] > a:
+                            a = ready[dd, x]
+                        a += _copy_time(bw, lat, dd, t, bytes_[x])
+                        cstream[dd, t] = a
                         ready[t, x] = a
                         resident[t, x] = True
                         mem[t] += bytes_[x]
-                        k = _emit(ops, nodes, devs, dsts, k, 2, x, d, t)
-                    resident[d, x] = False
-                    mem[d] -= bytes_[x]
-                    k = _emit(ops, nodes, devs, dsts, k, 1, x, d, -1)
-                a = cstream[s, d]
+                        k = _emit(ops, nodes, devs, dsts, k, 2, x, dd, t)
+                    resident[dd, x] = False
+                    mem[dd] -= bytes_[x]
+                    k = _emit(ops, nodes, devs, dsts, k, 1, x, dd, -1)
+                a = cstream[s, dd]
                 if ready[s, u] > a:
                     a = ready[s, u]
-                a += _copy_time(bw, lat, s, d, bytes_[u])
-                cstream[s, d] = a
-                ready[d, u] = a
-                resident[d, u] = True
-                mem[d] += bytes_[u]
-                last_use[d, u] = clock
-                k = _emit(ops, nodes, devs, dsts, k, 2, u, s, d)
+                a += _copy_time(bw, lat, s, dd, bytes_[u])
+                cstream[s, dd] = a
+                ready[dd, u] = a
+                resident[dd, u] = True
+                mem[dd] += bytes_[u]
+                last_use[dd, u] = clock
+                k = _emit(ops, nodes, devs, dsts, k, 2, u, s, dd)
             # room for w's output
-            while mem[d] + bytes_[w] > budget[d]:
-                x, sc, r, t = _pick_victim(d, resident, pin, mark, bytes_, pred_ptr, pred_idx, succ_ptr,
+            while mem[dd] + bytes_[w] > budget[dd]:
+                x, sc, r, t = _pick_victim(dd, resident, pin, mark, bytes_, pred_ptr, pred_idx, succ_ptr,
                                            succ_idx, cost, can_compute, budget, mem, bw, lat, offload_weight,
                                            last_use, clock, score_kind, pos, done, remaining)
                 if x < 0:
                     return ST_STUCK, w, k, ops, nodes, devs, dsts
                 if t >= 0:
-                    a = cstream[d, t]
-                    if ready[d, x] > a:
-                        a = ready[d, x]
-                    a += _copy_time(bw, lat, d, t, bytes_[x])
-                    cstream[d, t] = a
+                    a = cstream[dd, t]
+                    if ready[dd, x] > a:
+                        a = ready[dd, x]
+                    a += _copy_time(bw, lat, dd, t, bytes_[x])
+                    cstream[dd, t] = a
                     ready[t, x] = a
                     resident[t, x] = True
                     mem[t] += bytes_[x]
-                    k = _emit(ops, nodes, devs, dsts, k, 2, x, d, t)
-                resident[d, x] = False
-                mem[d] -= bytes_[x]
-                k = _emit(ops, nodes, devs, dsts, k, 1, x, d, -1)
-            # compute w on d
-            start = stream[d]
+                    k = _emit(ops, nodes, devs, dsts, k, 2, x, dd, t)
+                resident[dd, x] = False
+                mem[dd] -= bytes_[x]
+                k = _emit(ops, nodes, devs, dsts, k, 1, x, dd, -1)
+            # compute w on dd
+            start = stream[dd]
             for q in range(pred_ptr[w], pred_ptr[w + 1]):
                 u = pred_idx[q]
-                if ready[d, u] > start:
-                    start = ready[d, u]
-                last_use[d, u] = clock
-            stream[d] = start + cost[d, w]
-            ready[d, w] = stream[d]
-            resident[d, w] = True
-            mem[d] += bytes_[w]
-            last_use[d, w] = clock
-            k = _emit(ops, nodes, devs, dsts, k, 0, w, d, -1)
+                if ready[dd, u] > start:
+                    start = ready[dd, u]
+                last_use[dd, u] = clock
+            stream[dd] = start + cost[dd, w]
+            ready[dd, w] = stream[dd]
+            resident[dd, w] = True
+            mem[dd] += bytes_[w]
+            last_use[dd, w] = clock
+            k = _emit(ops, nodes, devs, dsts, k, 0, w, dd, -1)
             if w == v:
                 done[v] = True
                 for q in range(pred_ptr[v], pred_ptr[v + 1]):
