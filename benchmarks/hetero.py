@@ -151,6 +151,9 @@ def run_case(g, frac, exact_limit, max_vars):
         row["milp_serial_ms"] = ms(r.total_time) if r is not None and r.valid else None
         row["milp_makespan_ms"] = ms(r.makespan) if r is not None and r.valid else None
         row["milp_bound_ms"] = ms(res.lower_bound) if math.isfinite(res.lower_bound) else None
+        sb = res.stats.get("staged_lower_bound", -math.inf)
+        row["milp_staged_bound_ms"] = ms(sb) if math.isfinite(sb) else None
+        row["milp_frontier"] = res.stats.get("frontier")
         row["milp_build_s"] = round(res.stats.get("build_s", 0.0), 1)
     c_serial = min(x for x in (best_s[0], (row["milp_serial_ms"] or math.inf) / 1e3))
     row["best_cg_serial_ms"] = ms(c_serial)
@@ -189,6 +192,11 @@ def write(rows, out, total_wall, args):
         f.write(f"Times in ms (simulated). GPU budget = % of the GPU keep-all peak; CPU 64 GiB; links from each "
                 f"graph's transfer record. Exact MILP limit {args.exact_limit} s, built only below "
                 f"{args.max_vars} estimated variables. Total wall time {total_wall:.0f} s.\n\n")
+        single = sorted(n for n, h in plugins.heuristics().items() if "single_device" in getattr(h, "capabilities", ()))
+        f.write(f"GPU-only = best of the registered single-device heuristics: {', '.join(single)}. "
+                "C+G heur = best of hetero_heft (serial, makespan), hetero_heft_offload, hetero_lift; "
+                "MILP = hetero_xengine warm-started from the best of them (bound columns in the csv/json: "
+                "milp_bound_ms is the proven sum of per-op minima, milp_staged_bound_ms the bound over staged plans).\n\n")
         f.write("| " + " | ".join(h for _, h in COLUMNS) + " |\n")
         f.write("|" + "---|" * len(COLUMNS) + "\n")
         for r in rows:
