@@ -16,7 +16,7 @@ from hybrid_remat.hetero.brute import brute_force
 from hybrid_remat.hetero.heft import HeftScheduler, heft_kernel, rank_order, upward_rank
 from hybrid_remat.hetero.lift import LiftedSingleDevice, gpu_only_problem, lift_plan, remove_dead_computes
 from hybrid_remat.hetero.paging import HeftOffload, PagingMILP, paging_problem
-from hybrid_remat.hetero.xengine import XEngineMILP, decode, model_size, stage_arrays
+from hybrid_remat.hetero.xengine import XEngineMILP, coarse_ends, decode, model_size, stage_arrays
 from hybrid_remat.plan import OP_COMPUTE, Plan, plan_from_order
 from hybrid_remat.problem import Device, Link, Problem
 from hybrid_remat.simulate import simulate
@@ -294,9 +294,36 @@ def test_oversized_model_is_refused_with_a_reason():
     p = two_dev(g, 4, 100)
     assert model_size(p)["variables"] > 1000
     plan = HeftScheduler().run(p)
-    res = XEngineMILP(max_variables=1000).solve(p, incumbent=plan)
+    res = XEngineMILP(max_variables=1000, coarse=False).solve(p, incumbent=plan)
     assert res.status == "no_solution" and "too large" in res.stats["reason"]
     assert res.plan is plan
+
+
+def test_coarse_grid_when_the_per_node_model_is_too_large():
+    g = chain(60, bytes=1).with_costs({"gpu": [1.0] * 60, "cpu": [2.0] * 60})
+    p = two_dev(g, 4, 100)
+    plan = HeftScheduler().run(p)
+    ends = coarse_ends(p, plan, 20_000)
+    assert ends is not None and len(ends) < 60 and ends[-1] == 59
+    assert model_size(p, ends)["variables"] < model_size(p)["variables"]
+    res = XEngineMILP(max_variables=20_000).solve(p, incumbent=plan, node_limit=200)
+    assert res.stats["grid"].startswith("coarse") and res.stats["warm_start"] == "incumbent full"
+    r = simulate(p, res.plan)
+    assert r.valid and r.total_time <= simulate(p, plan).total_time + 1e-12
+
+
+def test_coarse_model_on_tiny_graphs_is_exact_for_its_grid():
+    rng = np.random.default_rng(9)
+    for _ in range(10):
+        p = random_problem(rng, 3, 6)
+        n = p.graph.n
+        fine = XEngineMILP()._solve(p, None, 60, 20000, 0, 1, None, None, None)
+        ends = np.array(sorted(set(rng.choice(n - 1, size=min(2, n - 1), replace=False).tolist()) | {n - 1}))
+        coarse = XEngineMILP()._solve(p, None, 60, 20000, 0, 1, None, None, None, ends)
+        assert coarse.status == "optimal" and fine.status == "optimal"
+        r = simulate(p, coarse.plan)
+        assert r.valid and r.total_time == pytest.approx(coarse.objective)
+        assert coarse.objective >= fine.objective - 1e-9
 
 
 def test_paging_mode_computes_on_gpu_only_and_matches_brute_force():

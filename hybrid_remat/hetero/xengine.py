@@ -80,21 +80,23 @@ from ..problem import Problem
 from ..simulate import simulate
 
 __all__ = ["XEngineMILP", "model_size", "decode", "stage_arrays", "first_compute_order", "relabel", "relabel_plan",
-           "MAX_VARIABLES"]
+           "staged_memory", "coarse_ends", "MAX_VARIABLES"]
 
 MAX_VARIABLES = 60_000
 
 
-def model_size(problem: Problem) -> dict:
-    """Estimated numbers of variables and constraints of the model."""
+def model_size(problem: Problem, ends=None) -> dict:
+    """Estimated numbers of variables and constraints of the model (with
+    the stage grid ``ends``; default: one stage per node)."""
     g = problem.graph
     n, m = g.n, g.m
     D = problem.n_devices
     Dc = int(problem.can_compute.sum())
     bw, _ = problem.link_arrays
     L = int((bw > 0).sum())
-    tri = n * (n + 1) // 2
-    free = D * (tri + m * n // 2)
+    ends = np.arange(n) if ends is None else np.asarray(ends)
+    tri = int((ends + 1).sum())
+    free = D * (tri + int(m * (ends + 1).sum() / max(n, 1)))
     nvars = Dc * tri + D * tri + L * tri + free + D * tri
     ncons = D * m * n // 2 + 2 * D * tri + L * tri + 3 * free + D * tri
     return {"variables": int(nvars), "constraints": int(ncons)}
@@ -130,72 +132,79 @@ def _copy_cost(problem: Problem):
     return cc
 
 
-def stage_arrays(problem: Problem, plan: Plan):
+def stage_arrays(problem: Problem, plan: Plan, ends=None):
     """``(R, S, X)`` boolean arrays of a frontier-ordered plan, or ``None``.
 
     ``R[d,t,i]``/``X[d,e,t,i]``: computed / copied in stage ``t``;
     ``S[d,t,i]``: resident on ``d`` when stage ``t`` starts.  Stage ``t``
-    ends with the first computation of ``t`` and the copies of ``t`` that
-    directly follow it.  Returns ``None`` when first computations are not
-    in index order or a stage computes or receives a value twice on one
-    device (the plan then has no staged form).
+    ends with the first computation of ``ends[t]`` (default ``t``) and the
+    copies of it that directly follow.  Returns ``None`` when first
+    computations are not in index order or a stage computes or receives a
+    value twice on one device (the plan then has no staged form).
     """
     g = problem.graph
     n, D = g.n, problem.n_devices
+    ends = np.arange(n) if ends is None else np.asarray(ends, dtype=np.int64)
+    T = len(ends)
     names = [d.name for d in problem.devices]
     try:
         dmap = np.array([names.index(x) for x in plan.devices], dtype=np.int64)
     except ValueError:
         return None
-    R = np.zeros((D, n, n), dtype=bool)
-    S = np.zeros((D, n, n), dtype=bool)
-    X = np.zeros((D, D, n, n), dtype=bool)
+    R = np.zeros((D, T, n), dtype=bool)
+    S = np.zeros((D, T, n), dtype=bool)
+    X = np.zeros((D, D, T, n), dtype=bool)
     resident = np.zeros((D, n), dtype=bool)
     t = 0  # current stage
-    closing = -1  # just computed the frontier of stage `closing`
+    closing = -1  # just computed the last frontier node of stage `closing`
     for o, v, a, b in zip(plan.op.tolist(), plan.node.tolist(), plan.device.tolist(), plan.target.tolist(), strict=False):
         d = int(dmap[a])
-        if closing >= 0 and not (o != OP_COMPUTE and (o == 1 or v == closing)):
+        if closing >= 0 and not (o != OP_COMPUTE and (o == 1 or v == ends[closing])):
             # the stage is over: open the next one
             t = closing + 1
             closing = -1
-            if t >= n:
+            if t >= T:
                 return None
             S[:, t, :] = resident
         st = closing if closing >= 0 else t
         if o == OP_COMPUTE:
-            if v > st:
+            if v > ends[st]:
                 return None
-            if R[d, st, v] or X[:, d, st, v].any():
+            if R[d, st, v] or X[:, d, st, v].any() or S[d, st, v]:
                 return None
             R[d, st, v] = True
             resident[d, v] = True
-            if v == st:
+            if v == ends[st] and closing < 0:
                 closing = st
         elif o == OP_COPY:
             e = int(dmap[b])
-            if v > st or R[e, st, v] or X[:, e, st, v].any():
+            if v > ends[st] or R[e, st, v] or X[:, e, st, v].any() or S[e, st, v]:
+                return None
+            if not (S[d, st, v] or R[d, st, v]):  # relayed within a stage
                 return None
             X[d, e, st, v] = True
             resident[e, v] = True
         else:
             resident[d, v] = False
-    if closing != n - 1:
+    if closing != T - 1:
         return None
     return R, S, X
 
 
-def decode(problem: Problem, R, S, X, meta: dict | None = None) -> Plan:
+def decode(problem: Problem, R, S, X, meta: dict | None = None, ends=None) -> Plan:
     """The plan of a (rounded) solution: per stage and slot, compute, copy,
     then free every value no longer needed on that device."""
     g = problem.graph
     n, D = g.n, problem.n_devices
+    ends = np.arange(n) if ends is None else np.asarray(ends, dtype=np.int64)
+    T = len(ends)
     names = [d.name for d in problem.devices]
     steps = []
     resident = np.zeros((D, n), dtype=bool)
-    for t in range(n):
-        Rt, Xt = R[:, t, : t + 1], X[:, :, t, : t + 1]
-        keep = S[:, t + 1, :] if t + 1 < n else np.zeros((D, n), dtype=bool)
+    for st in range(T):
+        t = int(ends[st])
+        Rt, Xt = R[:, st, : t + 1], X[:, :, st, : t + 1]
+        keep = S[:, st + 1, :] if st + 1 < T else np.zeros((D, n), dtype=bool)
         last = np.full((D, n), -1, dtype=np.int64)  # last slot at which (d, i) is needed
         last[keep] = n + 1
         out = Xt.any(axis=1)  # (D, t+1): copies out of d at slot i
@@ -271,16 +280,21 @@ class XEngineMILP(Formulation):
     ----------
     max_variables : int
         Refuse (status ``"no_solution"``, the incumbent returned, reason in
-        ``stats["skipped"]``) when
-        :func:`model_size` estimates more variables than this.
+        ``stats["skipped"]``) when :func:`model_size` estimates more
+        variables than this.
+    coarse : bool
+        When the per-node model is too large, try a coarse stage grid cut
+        for the incumbent (:func:`coarse_ends`): stages end only where the
+        incumbent needs it, so it still warm-starts the model.
     """
 
     name = "hetero_xengine"
     version = "1"
     capabilities = frozenset({"dag", "chain", "multi_device", "exact"})
 
-    def __init__(self, max_variables: int = MAX_VARIABLES):
+    def __init__(self, max_variables: int = MAX_VARIABLES, coarse: bool = True):
         self.max_variables = max_variables
+        self.coarse = coarse
 
     def solve(
         self,
@@ -308,36 +322,41 @@ class XEngineMILP(Formulation):
         order = None
         if frontier not in ("auto", "reference"):
             raise SolverError(f"unknown frontier {frontier!r}: use 'auto' or 'reference'")
-        if frontier == "auto" and incumbent is not None and simulate(problem, incumbent).valid:
+        if incumbent is not None and not simulate(problem, incumbent).valid:
+            incumbent = None
+        if frontier == "auto" and incumbent is not None:
             if stage_arrays(problem, incumbent) is None:
                 fo = first_compute_order(incumbent, problem.graph.n)
                 if fo is not None and not np.array_equal(fo, np.arange(problem.graph.n)):
                     order = fo
-        if order is None:
-            res = self._solve(problem, incumbent, time_limit, node_limit, seed, threads, on_incumbent, on_bound, stop)
-            res.stats["frontier"] = "reference"
-            return res
-        sub, new_of_old = relabel(problem, order)
-        old_of_new = order
-
-        def back(plan):
-            return relabel_plan(plan, old_of_new)
-
-        cb = None if on_incumbent is None else (lambda plan, src: on_incumbent(back(plan), src))
-        res = self._solve(sub, relabel_plan(incumbent, new_of_old), time_limit, node_limit, seed, threads, cb,
-                          on_bound, stop)
-        if res.plan is not None:
-            res.plan = back(res.plan)
+        target, inc_t, cb = problem, incumbent, on_incumbent
+        if order is not None:
+            target, new_of_old = relabel(problem, order)
+            inc_t = relabel_plan(incumbent, new_of_old)
+            if on_incumbent is not None:
+                cb = lambda plan, src: on_incumbent(relabel_plan(plan, order), src)  # noqa: E731
+        ends = None
+        if self.coarse and inc_t is not None and model_size(target)["variables"] > self.max_variables:
+            ends = coarse_ends(target, inc_t, self.max_variables)
+        res = self._solve(target, inc_t, time_limit, node_limit, seed, threads, cb, on_bound, stop, ends)
+        if order is not None and res.plan is not None and res.plan is not inc_t:
+            res.plan = relabel_plan(res.plan, order)
             r = simulate(problem, res.plan)
             if not r.valid:  # pragma: no cover - relabelling preserves validity
                 raise SolverError(f"relabelled plan is invalid: {r.error}")
             res.objective = r.total_time
-        res.stats["frontier"] = "incumbent order"
+        elif res.plan is inc_t:
+            res.plan = incumbent
+        res.stats["frontier"] = "reference" if order is None else "incumbent order"
+        res.stats["grid"] = "per node" if ends is None else f"coarse ({len(ends)} stages)"
         return res
 
-    def _solve(self, problem, incumbent, time_limit, node_limit, seed, threads, on_incumbent, on_bound, stop):
+    def _solve(self, problem, incumbent, time_limit, node_limit, seed, threads, on_incumbent, on_bound, stop,
+               ends=None):
         t0 = time.perf_counter()
-        size = model_size(problem)
+        ends = np.arange(problem.graph.n) if ends is None else np.asarray(ends, dtype=np.int64)
+        T = len(ends)
+        size = model_size(problem, ends)
         inc_time = np.inf
         if incumbent is not None:
             r = simulate(problem, incumbent)
@@ -373,15 +392,17 @@ class XEngineMILP(Formulation):
         m.setParam("parallel/maxnthreads", max(1, int(threads)))
         R, S, X, F, U = {}, {}, {}, {}, {}
         try:
-            for t in range(n):
-                for i in range(t + 1):
+            for t in range(T):
+                e_t = int(ends[t])
+                p_t = int(ends[t - 1]) if t else -1
+                for i in range(e_t + 1):
                     for d in range(D):
                         if can[d]:
                             R[d, t, i] = m.addVar(vtype="B", obj=cost[d, i] * tscale, name=f"R_{d}_{t}_{i}")
-                        if i < t:
+                        if i <= p_t:
                             S[d, t, i] = m.addVar(vtype="B", name=f"S_{d}_{t}_{i}")
                     for a, b in links:
-                        if can[a] or i < t:
+                        if can[a] or i <= p_t:
                             X[a, b, t, i] = m.addVar(vtype="B", obj=cc[a, b, i] * tscale, name=f"X_{a}_{b}_{t}_{i}")
 
             def A(d, t, i):
@@ -396,14 +417,17 @@ class XEngineMILP(Formulation):
                     terms.append(S[d, t, i])
                 return quicksum(terms)
 
-            for t in range(n):
-                m.addCons(quicksum(R[d, t, t] for d in range(D) if can[d]) == 1, name=f"front_{t}")
-                for i in range(t + 1):
+            for t in range(T):
+                e_t = int(ends[t])
+                p_t = int(ends[t - 1]) if t else -1
+                for i in range(p_t + 1, e_t + 1):
+                    m.addCons(quicksum(R[d, t, i] for d in range(D) if can[d]) == 1, name=f"front_{t}_{i}")
+                for i in range(e_t + 1):
                     for d in range(D):
                         if (d, t, i) in R:
                             for u in preds[i]:
                                 m.addCons(R[d, t, i] <= present(d, t, u))
-                        if t + 1 < n:
+                        if t + 1 < T:
                             m.addCons(S[d, t + 1, i] <= present(d, t, i))
                         arr = [X[a, d, t, i] for a in range(D) if (a, d, t, i) in X]
                         if (d, t, i) in R:
@@ -416,49 +440,49 @@ class XEngineMILP(Formulation):
                             m.addCons(X[a, b, t, i] <= quicksum(src))
                 # frees and memory, per device
                 for d in range(D):
-                    for i in range(t + 1):
-                        later = [j for j in succs[i] if j <= t]
+                    for i in range(e_t + 1):
+                        later = [j for j in succs[i] if j <= e_t]
                         ks = [i] + (later if can[d] else [])
                         for k in ks:
                             f = m.addVar(vtype="C", lb=0.0, ub=1.0, name=f"F_{d}_{t}_{i}_{k}")
                             F[d, t, i, k] = f
                             m.addCons(f <= (present(d, t, i) if k == i else R[d, t, k]))
-                            if t + 1 < n:
+                            if t + 1 < T:
                                 m.addCons(f + S[d, t + 1, i] <= 1)
                             if can[d]:
                                 for j in later:
                                     if j > k:
                                         m.addCons(f + R[d, t, j] <= 1)
                     prev = None
-                    for k in range(t + 1):
+                    for k in range(e_t + 1):
                         u = m.addVar(vtype="C", lb=0.0, ub=float(cap[d]), name=f"U_{d}_{t}_{k}")
                         U[d, t, k] = u
                         if prev is None:
-                            m.addCons(u == quicksum(mb[i] * S[d, t, i] for i in range(t)) + mb[0] * A(d, t, 0))
+                            m.addCons(u == quicksum(mb[i] * S[d, t, i] for i in range(p_t + 1)) + mb[0] * A(d, t, 0))
                         else:
                             fr = [mb[i] * F[d, t, i, k - 1] for i in preds[k - 1] + [k - 1] if (d, t, i, k - 1) in F]
                             m.addCons(u == prev - quicksum(fr) + mb[k] * A(d, t, k))
                         prev = u
             build_s = time.perf_counter() - t0
-            stats = {**size, "build_s": build_s, "n_vars": m.getNVars(), "n_cons": m.getNConss()}
+            stats = {**size, "build_s": build_s, "n_vars": m.getNVars(), "n_cons": m.getNConss(), "stages": T}
 
             # ---- warm start
             warm = "none"
-            for cand, label in self._starts(problem, incumbent):
-                arrs = stage_arrays(problem, cand)
+            for cand, label in self._starts(problem, incumbent, coarse=T < n):
+                arrs = stage_arrays(problem, cand, ends)
                 if arrs is None:
                     warm = f"{label} not staged"
                     continue
-                warm = f"{label} " + self._add_start(m, problem, arrs, R, S, X, F, U, mb)
+                warm = f"{label} " + self._add_start(m, problem, arrs, R, S, X, F, U, mb, ends)
                 if warm.endswith("full"):
                     break
             stats["warm_start"] = warm
 
             def values():
                 s = m.getBestSol()
-                Rv = np.zeros((D, n, n), dtype=bool)
-                Sv = np.zeros((D, n, n), dtype=bool)
-                Xv = np.zeros((D, D, n, n), dtype=bool)
+                Rv = np.zeros((D, T, n), dtype=bool)
+                Sv = np.zeros((D, T, n), dtype=bool)
+                Xv = np.zeros((D, D, T, n), dtype=bool)
                 for (d, t, i), x in R.items():
                     Rv[d, t, i] = m.getSolVal(s, x) > 0.5
                 for (d, t, i), x in S.items():
@@ -474,7 +498,7 @@ class XEngineMILP(Formulation):
                 on_bound(trivial_lb)
 
             def consider(source):
-                plan = decode(problem, *values(), {"solver": self.name})
+                plan = decode(problem, *values(), {"solver": self.name}, ends)
                 r = simulate(problem, plan)
                 if r.valid and r.total_time < best["time"] - 1e-12:
                     best["plan"], best["time"] = plan, r.total_time
@@ -527,7 +551,7 @@ class XEngineMILP(Formulation):
             m.free()
 
     @staticmethod
-    def _starts(problem: Problem, incumbent):
+    def _starts(problem: Problem, incumbent, coarse: bool = False):
         """Warm-start candidates: the incumbent, then the frontier-ordered
         (reference-order) HEFT plans, best first."""
         from .heft import MODE_MAKESPAN, MODE_SERIAL, SCORE_NEXT_USE, SCORE_STALENESS, heft_plan
@@ -535,6 +559,8 @@ class XEngineMILP(Formulation):
         out = []
         if incumbent is not None:
             out.append((incumbent, "incumbent"))
+        if coarse:  # the grid was cut for the incumbent
+            return out
         cands = []
         for mode in (MODE_SERIAL, MODE_MAKESPAN):
             for w in (1.0, 0.25):
@@ -549,12 +575,10 @@ class XEngineMILP(Formulation):
         return out
 
     @staticmethod
-    def _add_start(m, problem, arrs, R, S, X, F, U, mb) -> str:
+    def _add_start(m, problem, arrs, R, S, X, F, U, mb, ends) -> str:
         """Full warm start from staged arrays (FREE and U by their
         definitions); a partial one if the full start is infeasible."""
         Ra, Sa, Xa = arrs
-        g = problem.graph
-        n, D = g.n, problem.n_devices
         sol = m.createSol()
         for (d, t, i), x in R.items():
             m.setSolVal(sol, x, float(Ra[d, t, i]))
@@ -562,24 +586,11 @@ class XEngineMILP(Formulation):
             m.setSolVal(sol, x, float(Sa[d, t, i]))
         for (a, b, t, i), x in X.items():
             m.setSolVal(sol, x, float(Xa[a, b, t, i]))
-        for t in range(n):
-            for d in range(D):
-                arrive = Ra[d, t] | Xa[:, d, t].any(axis=0)
-                pres = Sa[d, t] | arrive
-                keep = Sa[d, t + 1] if t + 1 < n else np.zeros(n, dtype=bool)
-                fval = {}
-                for (dd, tt, i, k) in [key for key in F if key[0] == d and key[1] == t]:
-                    ev = pres[i] if k == i else Ra[d, t, k]
-                    later = any(Ra[d, t, j] for j in g.succs(i) if k < j <= t)
-                    val = float(ev and not keep[i] and not later)
-                    fval[i, k] = val
-                    m.setSolVal(sol, F[dd, tt, i, k], val)
-                mem = float(sum(mb[i] for i in range(t) if Sa[d, t, i]))
-                for k in range(t + 1):
-                    if k > 0:
-                        mem -= sum(mb[i] * fval.get((i, k - 1), 0.0) for i in list(g.preds(k - 1)) + [k - 1])
-                    mem += mb[k] * float(arrive[k])
-                    m.setSolVal(sol, U[d, t, k], max(mem, 0.0))
+        fval, uval = staged_memory(problem, Ra, Sa, Xa, ends, mb)
+        for key, f in F.items():
+            m.setSolVal(sol, f, fval.get(key, 0.0))
+        for key, u in U.items():
+            m.setSolVal(sol, u, max(uval[key], 0.0))
         if m.checkSol(sol, printreason=False, original=True):
             m.addSol(sol, free=True)
             return "full"
@@ -591,3 +602,108 @@ class XEngineMILP(Formulation):
             m.setSolVal(ps, x, float(Xa[a, b, t, i]))
         m.addSol(ps)
         return "partial"
+
+
+def staged_memory(problem: Problem, R, S, X, ends, mb):
+    """FREE and U of staged arrays by their definitions:
+    ``({(d,t,i,k): 0/1}, {(d,t,k): memory in units of mb})``."""
+    g = problem.graph
+    n, D = g.n, problem.n_devices
+    T = len(ends)
+    fval, uval = {}, {}
+    preds = [list(g.preds(i)) for i in range(n)]
+    for t in range(T):
+        e_t = int(ends[t])
+        for d in range(D):
+            arrive = R[d, t] | X[:, d, t].any(axis=0)
+            pres = S[d, t] | arrive
+            keep = S[d, t + 1] if t + 1 < T else np.zeros(n, dtype=bool)
+            cons = np.flatnonzero(R[d, t, : e_t + 1])
+            # the last consumer slot of each value on d in this stage (-1: none)
+            last = np.full(n, -1, dtype=np.int64)
+            for j in cons:
+                for u in preds[j]:
+                    last[u] = max(last[u], j)
+            for i in np.flatnonzero(pres[: e_t + 1]):
+                if keep[i]:
+                    continue
+                k = int(last[i]) if last[i] >= 0 else int(i)
+                fval[d, t, int(i), k] = 1.0
+            mem = float(mb[S[d, t]].sum())
+            for k in range(e_t + 1):
+                if k > 0:
+                    for i in preds[k - 1] + [k - 1]:
+                        mem -= mb[i] * fval.get((d, t, i, k - 1), 0.0)
+                mem += mb[k] * float(arrive[k])
+                uval[d, t, k] = mem
+    return fval, uval
+
+
+def coarse_ends(problem: Problem, plan: Plan, max_variables: int):
+    """A stage grid as coarse as the plan allows (``None`` when none fits
+    under ``max_variables``).
+
+    Consecutive per-node stages of ``plan`` (frontier-ordered) are merged
+    while no value arrives twice on a device within the merged stage and no
+    copy relays a value received in it; a merged stage whose memory (by the
+    model's accounting) exceeds a budget is split again.
+    """
+    fine = stage_arrays(problem, plan)
+    if fine is None:
+        return None
+    R, S, X = fine
+    g = problem.graph
+    n, D = g.n, problem.n_devices
+    arrive = R | X.any(axis=0)  # (D, n, n)
+    groups = []  # (first fine stage, last fine stage)
+    a = 0
+    count = arrive[:, 0].copy()
+    for t in range(1, n):
+        clash = (count & arrive[:, t]).any() or (S[:, a] & arrive[:, t]).any()
+        if not clash:
+            # copy sources must be resident at the group's start or computed in it
+            src = X[:, :, t].any(axis=1)  # (D, n)
+            computed = R[:, a : t + 1].any(axis=1)
+            clash = (src & ~(S[:, a] | computed)).any()
+        if clash:
+            groups.append((a, t - 1))
+            a = t
+            count = arrive[:, t].copy()
+        else:
+            count |= arrive[:, t]
+    groups.append((a, n - 1))
+    unit, cap = _scale(problem)
+    mb = g.bytes / unit
+
+    def ok(grps):
+        ends = np.array([b for _, b in grps], dtype=np.int64)
+        arrs = stage_arrays(problem, plan, ends)
+        if arrs is None:
+            return None, ends
+        _, uval = staged_memory(problem, *arrs, ends, mb)
+        bad = set()
+        for (d, t, _k), u in uval.items():
+            if u > cap[d] + 1e-9:
+                bad.add(t)
+        return bad, ends
+
+    for _ in range(64):
+        bad, ends = ok(groups)
+        if bad is None:
+            return None
+        if not bad:
+            break
+        new = []
+        for t, (a0, b0) in enumerate(groups):
+            if t in bad and b0 > a0:
+                mid = (a0 + b0) // 2
+                new += [(a0, mid), (mid + 1, b0)]
+            else:
+                new.append((a0, b0))
+        if new == groups:
+            break
+        groups = new
+    ends = np.array([b for _, b in groups], dtype=np.int64)
+    if model_size(problem, ends)["variables"] > max_variables:
+        return None
+    return ends
