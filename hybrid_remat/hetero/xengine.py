@@ -98,7 +98,7 @@ def model_size(problem: Problem, ends=None) -> dict:
     tri = int((ends + 1).sum())
     free = D * (tri + int(m * (ends + 1).sum() / max(n, 1)))
     nvars = Dc * tri + D * tri + L * tri + free + D * tri
-    ncons = D * m * n // 2 + 2 * D * tri + L * tri + 3 * free + D * tri
+    ncons = D * int(m * tri / max(n, 1)) + 2 * D * tri + L * tri + 3 * free + D * tri
     return {"variables": int(nvars), "constraints": int(ncons)}
 
 
@@ -639,21 +639,24 @@ def staged_memory(problem: Problem, R, S, X, ends, mb):
     return fval, uval
 
 
-def coarse_ends(problem: Problem, plan: Plan, max_variables: int):
+def coarse_ends(problem: Problem, plan: Plan, max_variables: int, refine_variables: int | None = None):
     """A stage grid as coarse as the plan allows (``None`` when none fits
     under ``max_variables``).
 
     Consecutive per-node stages of ``plan`` (frontier-ordered) are merged
     while no value arrives twice on a device within the merged stage and no
     copy relays a value received in it; a merged stage whose memory (by the
-    model's accounting) exceeds a budget is split again.
+    model's accounting) exceeds a budget is split again.  Then the longest
+    stages are halved while the model stays under ``refine_variables``
+    (default a third of ``max_variables``: SCIP closes small coarse models
+    far faster than large fine ones).
     """
     fine = stage_arrays(problem, plan)
     if fine is None:
         return None
     R, S, X = fine
     g = problem.graph
-    n, D = g.n, problem.n_devices
+    n, _D = g.n, problem.n_devices
     arrive = R | X.any(axis=0)  # (D, n, n)
     groups = []  # (first fine stage, last fine stage)
     a = 0
@@ -706,4 +709,20 @@ def coarse_ends(problem: Problem, plan: Plan, max_variables: int):
     ends = np.array([b for _, b in groups], dtype=np.int64)
     if model_size(problem, ends)["variables"] > max_variables:
         return None
+    # refine: split the longest stages while the model stays under the limit
+    # (more stages = more freedom to recompute, offload and switch devices)
+    while True:
+        t = max(range(len(groups)), key=lambda i: groups[i][1] - groups[i][0])
+        a0, b0 = groups[t]
+        if b0 == a0:
+            break
+        mid = (a0 + b0) // 2
+        trial = groups[:t] + [(a0, mid), (mid + 1, b0)] + groups[t + 1:]
+        tends = np.array([b for _, b in trial], dtype=np.int64)
+        if model_size(problem, tends)["variables"] > (refine_variables or max_variables // 3):
+            break
+        bad, _ = ok(trial)
+        if bad is None or bad:
+            break
+        groups, ends = trial, tends
     return ends
