@@ -3,6 +3,7 @@
 * :mod:`~hybrid_remat.hetero.heft`    memory-aware HEFT list scheduling with DTR eviction (Numba)
 * :mod:`~hybrid_remat.hetero.lift`    single-device plans lifted with host offload
 * :mod:`~hybrid_remat.hetero.xengine` XEngine's staged MILP with transfer variables (SCIP)
+* :mod:`~hybrid_remat.hetero.staging` stage grids: plans <-> staged arrays, memory accounting, coarse grids
 * :mod:`~hybrid_remat.hetero.paging`  POET-style paging (storage-only host)
 * :mod:`~hybrid_remat.hetero.brute`   exhaustive search for tiny problems (tests)
 """
