@@ -95,8 +95,8 @@ def test_feasible_at_keep_all_peak_and_zero_overhead():
     g = random_layered(80, seed=5)
     p = Problem.single(g, "100%")
     for h in HEURISTICS:
-        if h.name.startswith("chen"):
-            continue  # Chen recomputes by design
+        if h.name.startswith("chen") or h.name == "rotor":
+            continue  # checkpoint schemes recompute by design; rotor needs a backward pass
         plan = h.run(p)
         assert plan is not None, h.name
         assert simulate(p, plan).tdi_pct == pytest.approx(0.0, abs=1e-9), h.name

@@ -16,6 +16,7 @@ def builtin_heuristics() -> list:
     from .dtr import DTR
     from .keep_all import KeepAll
     from .local_search import LocalSearch
+    from .rotor import Rotor
     from .splitting import LifetimeSplit
 
     hs = [
@@ -28,6 +29,7 @@ def builtin_heuristics() -> list:
         DTR("lru", name="dtr_lru", rank=2.3),
         DTR("size", name="dtr_size", rank=2.4),
         LifetimeSplit(rank=3.0),
+        Rotor(rank=4.0),
         ChenGreedy(rank=6.0),
         ChenGreedy(use_aps=True, rank=6.1),
         LocalSearch(time_limit=1.0),

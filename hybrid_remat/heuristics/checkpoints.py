@@ -106,7 +106,7 @@ def plan_from_checkpoints(problem, checkpoints, *, solver: str = "checkpoints", 
     simulator); ``budget=np.iinfo(np.int64).max`` measures the peak."""
     a = a or GraphArrays.from_problem(problem)
     drop = drop_schedule(problem.graph, checkpoints)
-    res = run_executor(a, drop=drop, allow_evict=False, budget=budget, max_steps=8 * a.n + 100)
+    res = run_executor(a, drop=drop, allow_evict=False, budget=budget, max_steps=4 * a.n + 100)
     if not res.ok:
         return None, np.inf, res.peak
     if budget is not None and budget > a.budget:
@@ -184,7 +184,7 @@ class ChenGreedy(_ChenBase):
     name = "chen_greedy"
     rank = 1.5
 
-    def __init__(self, *, use_aps: bool = False, step: float = 0.02, name: str | None = None,
+    def __init__(self, *, use_aps: bool = False, step: float = 0.05, name: str | None = None,
                  rank: float | None = None):
         super().__init__(use_aps=use_aps, name=name, rank=rank)
         self.step = float(step)
@@ -204,7 +204,7 @@ class ChenGreedy(_ChenBase):
                 continue
             seen.add(key)
             drop = drop_schedule(g, cps)
-            res = run_executor(a, drop=drop, allow_evict=False, max_steps=8 * a.n + 100)
+            res = run_executor(a, drop=drop, allow_evict=False, max_steps=4 * a.n + 100)
             if res.ok and res.cost < best_cost:
                 best, best_cost = cps, res.cost
         if best is None:

@@ -49,7 +49,7 @@ class GraphArrays:
     phase: np.ndarray
 
     @classmethod
-    def from_problem(cls, problem) -> "GraphArrays":
+    def from_problem(cls, problem) -> GraphArrays:
         g = problem.graph
         return cls(
             bytes=np.ascontiguousarray(g.bytes, dtype=np.int64),

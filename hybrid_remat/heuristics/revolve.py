@@ -32,16 +32,16 @@ def beta(s: int, r: int) -> int:
     return comb(s + r, s)
 
 
-def revolve_closed_form(l: int, s: int) -> int:
-    """Minimal forward steps to reverse ``l`` steps with ``s >= 1`` snapshots."""
-    if l <= 1:
+def revolve_closed_form(length: int, s: int) -> int:
+    """Minimal forward steps to reverse ``length`` steps with ``s >= 1`` snapshots."""
+    if length <= 1:
         return 0
     if s < 1:
-        raise ValueError("revolve needs at least one snapshot for l > 1")
+        raise ValueError("revolve needs at least one snapshot for more than one step")
     r = 0
-    while beta(s, r) < l:
+    while beta(s, r) < length:
         r += 1
-    return r * l - beta(s + 1, r - 1)
+    return r * length - beta(s + 1, r - 1)
 
 
 @njit(cache=True)
@@ -53,13 +53,13 @@ def revolve_dp(L, S):
         if L >= 1:
             t[1, s] = 0.0
     for s in range(1, S + 1):
-        for l in range(2, L + 1):
+        for m in range(2, L + 1):
             best = np.inf
-            for j in range(1, l):
-                v = j + t[l - j, s - 1] + t[j, s]
+            for j in range(1, m):
+                v = j + t[m - j, s - 1] + t[j, s]
                 if v < best:
                     best = v
-            t[l, s] = best
+            t[m, s] = best
     return t
 
 

@@ -83,6 +83,36 @@ def _live_end(w, q, icnt, inst, end):
 
 
 @njit(cache=True)
+def _sparse_max(x):
+    """Sparse table for range-maximum queries on ``x``."""
+    K = x.shape[0]
+    levels = 1
+    while (1 << levels) <= K:
+        levels += 1
+    tab = np.empty((levels, K), dtype=np.int64)
+    tab[0] = x
+    for lv in range(1, levels):
+        h = 1 << (lv - 1)
+        for i in range(K):
+            j = i + h
+            tab[lv, i] = tab[lv - 1, i] if j >= K or tab[lv - 1, i] >= tab[lv - 1, j] else tab[lv - 1, j]
+    return tab
+
+
+@njit(cache=True)
+def _range_max(tab, lo, hi):
+    """max of x[lo:hi] (``-1`` for an empty range)."""
+    if hi <= lo:
+        return -1
+    lv = 0
+    while (1 << (lv + 1)) <= hi - lo:
+        lv += 1
+    a = tab[lv, lo]
+    b = tab[lv, hi - (1 << lv)]
+    return a if a >= b else b
+
+
+@njit(cache=True)
 def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, noise_scale, seed, max_iter):
     """Return ``(ok, seq)``: a compute sequence whose minimal-memory plan
     peaks within ``budget`` (``ok``), or the last sequence tried.  Gives up
@@ -112,6 +142,13 @@ def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, n
         if P < 0:
             return True, seq[:K].copy()
         icnt, inst, rcnt, rd = _csr_positions(seq, K, pred_ptr, pred_idx, n)
+        tab = _sparse_max(mem_at)
+        over_n = np.zeros(K + 1, dtype=np.int64)
+        over_s = np.zeros(K + 1, dtype=np.float64)
+        for pos in range(K):
+            ex = mem_at[pos] - budget
+            over_n[pos + 1] = over_n[pos] + (1 if ex > 0 else 0)
+            over_s[pos + 1] = over_s[pos] + (ex if ex > 0 else 0)
         x = seq[P]
         for j in range(pred_ptr[x], pred_ptr[x + 1]):
             reads[pred_idx[j]] = True
@@ -133,11 +170,8 @@ def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, n
             a = rd[r0 + k - 1] if k > 0 else i
             if a < i:
                 a = i
-            benefit = 0.0
-            for p in range(a + 1, q):
-                ex = mem_at[p] - budget
-                if ex > 0:
-                    benefit += min(ex, bytes_[u])
+            # relieved excess on (a, q), approximately sum(min(excess, bytes))
+            benefit = min(float(bytes_[u]) * (over_n[q] - over_n[a + 1]), over_s[q] - over_s[a + 1])
             if benefit <= 0.0:
                 continue
             # option A: keep u's inputs alive until q (if no position goes over)
@@ -147,12 +181,13 @@ def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, n
                 e_w = _live_end(w, q, icnt, inst, end)
                 if e_w >= q:
                     continue
-                for p in range(e_w + 1, q):
-                    extra = bytes_[w] - (bytes_[u] if p > a else 0)
-                    if mem_at[p] + extra > budget:
-                        safe = False
-                        break
-                if not safe:
+                lo = e_w + 1
+                mid = max(lo, min(a + 1, q))
+                if _range_max(tab, lo, mid) + bytes_[w] > budget:
+                    safe = False
+                    break
+                if _range_max(tab, mid, q) + bytes_[w] - bytes_[u] > budget:
+                    safe = False
                     break
             if safe:
                 c = cost[u]

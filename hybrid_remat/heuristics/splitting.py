@@ -25,7 +25,7 @@ __all__ = ["LifetimeSplit", "split_sequence"]
 
 def split_sequence(a: GraphArrays, *, noise: float = 0.0, seed: int = 0, max_iter: int | None = None):
     """Run the splitting kernel; the pruned compute sequence or ``None``."""
-    it = 2 * a.n + 100 if max_iter is None else int(max_iter)
+    it = a.n + 100 if max_iter is None else int(max_iter)
     ok, seq = split_kernel(a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget),
                            float(noise), int(seed), it)
     if not ok:
