@@ -39,7 +39,7 @@ def _profile(seq, K, bytes_, pred_ptr, pred_idx, n):
         mem += bytes_[seq[pos]]
         mem_at[pos] = mem
         mem -= release[pos]
-    return end, mem_at
+    return end, mem_at, release
 
 
 @njit(cache=True)
@@ -113,10 +113,14 @@ def _range_max(tab, lo, hi):
 
 
 @njit(cache=True)
-def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, noise_scale, seed, max_iter):
+def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, noise_scale, seed, max_iter,
+                 max_splits, pick):
     """Return ``(ok, seq)``: a compute sequence whose minimal-memory plan
     peaks within ``budget`` (``ok``), or the last sequence tried.  Gives up
-    after ``max_iter`` splits or once the sequence is ``4n`` long."""
+    after ``max_iter`` splits or once the sequence is ``4n`` long; a value
+    is split at most ``max_splits`` times (breaks cycles).  ``pick`` chooses
+    the over-budget position to relieve: 0 the first, 1 the highest, 2 the
+    last."""
     n = bytes_.shape[0]
     np.random.seed(seed)
     cap = 2 * n + 16
@@ -125,6 +129,7 @@ def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, n
         seq[v] = v
     K = n
     reads = np.zeros(n, dtype=np.bool_)
+    n_split = np.zeros(n, dtype=np.int64)
     mark = np.zeros(n, dtype=np.int64)
     stamp = 0
     work = np.empty(n + 1, dtype=np.int64)
@@ -133,12 +138,16 @@ def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, n
     it = 0
     while it < max_iter:
         it += 1
-        end, mem_at = _profile(seq, K, bytes_, pred_ptr, pred_idx, n)
+        end, mem_at, release = _profile(seq, K, bytes_, pred_ptr, pred_idx, n)
         P = -1
+        worst = budget
         for pos in range(K):
-            if mem_at[pos] > budget:
+            if mem_at[pos] > worst:
                 P = pos
-                break
+                if pick == 0:
+                    break
+                if pick == 1:
+                    worst = mem_at[pos]
         if P < 0:
             return True, seq[:K].copy()
         icnt, inst, rcnt, rd = _csr_positions(seq, K, pred_ptr, pred_idx, n)
@@ -152,86 +161,111 @@ def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, n
         x = seq[P]
         for j in range(pred_ptr[x], pred_ptr[x + 1]):
             reads[pred_idx[j]] = True
+        run_end = P + 1
+        while run_end < K and mem_at[run_end] > budget:
+            run_end += 1
         best_n = 0
         best_q = -1
         best_score = np.inf
+        best_safe = False
         for i in range(P):
             if end[i] <= P:
                 continue
             u = seq[i]
-            if reads[u] or bytes_[u] == 0:
+            if reads[u] or bytes_[u] == 0 or n_split[u] >= max_splits:
                 continue
             r0 = rcnt[u]
             r1 = rcnt[u + 1]
             k = np.searchsorted(rd[r0:r1], P, side="right")
             if r0 + k >= r1:
                 continue
-            q = rd[r0 + k]
+            q_read = rd[r0 + k]
             a = rd[r0 + k - 1] if k > 0 else i
             if a < i:
                 a = i
-            # relieved excess on (a, q), approximately sum(min(excess, bytes))
-            benefit = min(float(bytes_[u]) * (over_n[q] - over_n[a + 1]), over_s[q] - over_s[a + 1])
-            if benefit <= 0.0:
-                continue
-            # option A: keep u's inputs alive until q (if no position goes over)
-            safe = True
-            for j in range(pred_ptr[u], pred_ptr[u + 1]):
-                w = pred_idx[j]
-                e_w = _live_end(w, q, icnt, inst, end)
-                if e_w >= q:
+            for pass_ in range(2):
+                # insertion point: right before the next reader, or (pass 1) right after
+                # the over-budget run around P when that comes earlier
+                if pass_ == 0:
+                    q = q_read
+                else:
+                    if run_end >= q_read or run_end <= P:
+                        break
+                    q = run_end
+                # relieved excess on (a, q), approximately sum(min(excess, bytes))
+                benefit = min(float(bytes_[u]) * (over_n[q] - over_n[a + 1]), over_s[q] - over_s[a + 1])
+                if benefit <= 0.0:
                     continue
-                lo = e_w + 1
-                mid = max(lo, min(a + 1, q))
-                if _range_max(tab, lo, mid) + bytes_[w] > budget:
+                # memory right before q without u's old instance
+                base_q = mem_at[q - 1] - release[q - 1] - bytes_[u]
+                # option A: keep u's inputs alive until q (if no position goes over)
+                safe = True
+                ext = 0
+                for j in range(pred_ptr[u], pred_ptr[u + 1]):
+                    w = pred_idx[j]
+                    e_w = _live_end(w, q, icnt, inst, end)
+                    if e_w >= q:
+                        continue
+                    ext += bytes_[w]
+                    lo = e_w + 1
+                    mid = max(lo, min(a + 1, q))
+                    if _range_max(tab, lo, mid) + bytes_[w] > budget:
+                        safe = False
+                        break
+                    if _range_max(tab, mid, q) + bytes_[w] - bytes_[u] > budget:
+                        safe = False
+                        break
+                if safe and base_q + ext + bytes_[u] > budget:
                     safe = False
-                    break
-                if _range_max(tab, mid, q) + bytes_[w] - bytes_[u] > budget:
-                    safe = False
-                    break
-            if safe:
-                c = cost[u]
-                nc = 1
-                clos[0] = u
-            else:
-                # option B: recompute every input not alive at q, recursively
-                stamp += 1
-                c = cost[u]
-                nc = 1
-                clos[0] = u
-                mark[u] = stamp
-                top = 1
-                work[0] = u
-                while top > 0 and nc <= 64:
-                    top -= 1
-                    y = work[top]
-                    for j in range(pred_ptr[y], pred_ptr[y + 1]):
-                        w = pred_idx[j]
-                        if mark[w] == stamp:
-                            continue
-                        mark[w] = stamp
-                        if _live_end(w, q, icnt, inst, end) >= q:
-                            continue
-                        clos[nc] = w
-                        nc += 1
-                        c += cost[w]
-                        work[top] = w
-                        top += 1
-                if nc > 64:
-                    continue
-            score = c / benefit
-            if noise_scale > 0.0:
-                score *= np.exp(noise_scale * np.random.standard_normal())
-            if score < best_score:
-                best_score = score
-                best_q = q
-                best_n = nc
-                best_clos[:nc] = clos[:nc]
+                if safe:
+                    c = cost[u]
+                    nc = 1
+                    clos[0] = u
+                else:
+                    # option B: recompute every input not alive at q, recursively
+                    stamp += 1
+                    c = cost[u]
+                    nc = 1
+                    clos[0] = u
+                    mark[u] = stamp
+                    top = 1
+                    work[0] = u
+                    while top > 0 and nc <= 64:
+                        top -= 1
+                        y = work[top]
+                        for j in range(pred_ptr[y], pred_ptr[y + 1]):
+                            w = pred_idx[j]
+                            if mark[w] == stamp:
+                                continue
+                            mark[w] = stamp
+                            if _live_end(w, q, icnt, inst, end) >= q:
+                                continue
+                            clos[nc] = w
+                            nc += 1
+                            c += cost[w]
+                            work[top] = w
+                            top += 1
+                    if nc > 64:
+                        continue
+                    tmp = 0
+                    for z in range(nc):
+                        tmp += bytes_[clos[z]]
+                    safe = base_q + tmp <= budget
+                score = c / benefit
+                if noise_scale > 0.0:
+                    score *= np.exp(noise_scale * np.random.standard_normal())
+                if (safe and not best_safe) or (safe == best_safe and score < best_score):
+                    best_safe = safe
+                    best_score = score
+                    best_q = q
+                    best_n = nc
+                    best_clos[:nc] = clos[:nc]
         for j in range(pred_ptr[x], pred_ptr[x + 1]):
             reads[pred_idx[j]] = False
         if best_n == 0 or K + best_n > 4 * n + 16:
             return False, seq[:K].copy()
         ins = np.sort(best_clos[:best_n])
+        n_split[best_clos[0]] += 1
         if K + best_n > cap:
             cap = 2 * (K + best_n)
             bigger = np.empty(cap, dtype=np.int64)

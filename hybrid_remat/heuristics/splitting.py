@@ -23,11 +23,12 @@ from .split import split_kernel
 __all__ = ["LifetimeSplit", "split_sequence"]
 
 
-def split_sequence(a: GraphArrays, *, noise: float = 0.0, seed: int = 0, max_iter: int | None = None):
+def split_sequence(a: GraphArrays, *, noise: float = 0.0, seed: int = 0, max_iter: int | None = None,
+                   max_splits: int = 3, pick: int = 0):
     """Run the splitting kernel; the pruned compute sequence or ``None``."""
     it = a.n + 100 if max_iter is None else int(max_iter)
     ok, seq = split_kernel(a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget),
-                           float(noise), int(seed), it)
+                           float(noise), int(seed), it, int(max_splits), int(pick))
     if not ok:
         return None
     return prune_sequence(a, seq)
