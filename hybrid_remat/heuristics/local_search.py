@@ -85,7 +85,8 @@ class LocalSearch(Heuristic):
                 best_seq, best_cost = seq, c
 
         # deterministic starts first
-        consider(split_sequence(a, seed=seed))
+        for pick in (0, 1, 2):
+            consider(split_sequence(a, seed=seed, pick=pick))
         for sc in _SCORES[:2]:
             r = run_executor(a, score=sc, seed=seed)
             if r.ok:
@@ -94,8 +95,9 @@ class LocalSearch(Heuristic):
         it = 0
         while time.perf_counter() < deadline:
             it += 1
-            if it % 2:
-                consider(split_sequence(a, noise=float(rng.uniform(0.1, 0.8)), seed=int(rng.integers(1 << 30))))
+            if it % 3:
+                consider(split_sequence(a, noise=float(rng.uniform(0.1, 0.8)), seed=int(rng.integers(1 << 30)),
+                                        pick=int(rng.integers(3)), max_splits=int(rng.integers(2, 6))))
             else:
                 w = np.exp(rng.normal(0.0, float(rng.uniform(0.2, 1.5)), a.n))
                 sc = _SCORES[int(rng.integers(len(_SCORES)))]

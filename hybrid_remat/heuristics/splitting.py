@@ -40,7 +40,8 @@ class LifetimeSplit(Heuristic):
     Parameters
     ----------
     restarts : int
-        Extra runs with seeded noise on the split scores (the best plan is kept).
+        Extra runs with seeded noise on the split scores and another choice
+        of the relieved position (the best plan is kept).
     noise : float
         Log-normal noise scale of those runs.
     """
@@ -58,7 +59,7 @@ class LifetimeSplit(Heuristic):
         a = GraphArrays.from_problem(problem)
         best, best_cost = None, np.inf
         for r in range(self.restarts + 1):
-            seq = split_sequence(a, noise=0.0 if r == 0 else self.noise, seed=seed * 1000 + r)
+            seq = split_sequence(a, noise=0.0 if r == 0 else self.noise, seed=seed * 1000 + r, pick=r % 3)
             if seq is None:
                 continue
             c = float(a.cost[seq].sum())
