@@ -21,6 +21,11 @@ from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
 
+def _py(kernel):
+    """The pure-Python version of a kernel (itself when JIT is disabled)."""
+    return getattr(kernel, "py_func", kernel)
+
+
 def _arrays(seed, pct="85%"):
     from hybrid_remat.budgets import min_feasible_budget, parse_budget
 
@@ -38,7 +43,7 @@ def test_execute_kernel_matches_py_func(seed, score):
     args = (a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget), dptr, didx, w,
             score, True, seed, 20 * a.n)
     r1 = execute_kernel(*args)
-    r2 = execute_kernel.py_func(*args)
+    r2 = _py(execute_kernel)(*args)
     assert r1[0] == r2[0] and np.array_equal(r1[1], r2[1]) and np.array_equal(r1[2], r2[2])
     assert r1[3] == r2[3] and r1[4] == pytest.approx(r2[4])
 
@@ -52,14 +57,14 @@ def test_sequence_kernels_match_py_func_and_plan_from_order(seed):
     seq = np.sort(np.concatenate([seq, extra]), kind="stable")  # recomputations right after the first
     active = np.ones(seq.size, dtype=np.bool_)
     op, node, peak = sequence_plan_kernel(seq, active, a.bytes, a.pred_ptr, a.pred_idx)
-    op2, node2, peak2 = sequence_plan_kernel.py_func(seq, active, a.bytes, a.pred_ptr, a.pred_idx)
+    op2, node2, peak2 = _py(sequence_plan_kernel)(seq, active, a.bytes, a.pred_ptr, a.pred_idx)
     assert np.array_equal(op, op2) and np.array_equal(node, node2) and peak == peak2
     assert sequence_peak_kernel(seq, active, a.bytes, a.pred_ptr, a.pred_idx) == peak
     ref = plan_from_order(p.graph, seq, p.primary.name)
     r = simulate(p, ref, check_budget=False)
     assert r.peak_bytes[p.primary.name] == peak
     act1, d1 = prune_kernel(seq, active.copy(), a.bytes, a.cost, a.pred_ptr, a.pred_idx, np.int64(peak), 100)
-    act2, d2 = prune_kernel.py_func(seq, active.copy(), a.bytes, a.cost, a.pred_ptr, a.pred_idx, np.int64(peak), 100)
+    act2, d2 = _py(prune_kernel)(seq, active.copy(), a.bytes, a.cost, a.pred_ptr, a.pred_idx, np.int64(peak), 100)
     assert d1 == d2 and np.array_equal(act1, act2)
 
 
@@ -70,7 +75,7 @@ def test_split_kernel_matches_py_func(seed, pick):
     args = (a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget), 0.3, seed,
             a.n + 10, 3, pick)
     ok1, s1 = split_kernel(*args)
-    ok2, s2 = split_kernel.py_func(*args)
+    ok2, s2 = _py(split_kernel)(*args)
     assert ok1 == ok2 and np.array_equal(s1, s2)
 
 
@@ -82,5 +87,5 @@ def test_rotor_dp_matches_py_func():
     yc = np.r_[0.0, rng.random(N)]
     dc = np.r_[0.0, rng.random(N - 1), 0.0]
     c1, k1 = rotor_dp(ys, yc, ds, dc, 15)
-    c2, k2 = rotor_dp.py_func(ys, yc, ds, dc, 15)
+    c2, k2 = _py(rotor_dp)(ys, yc, ds, dc, 15)
     assert np.array_equal(k1, k2) and np.allclose(c1, c2)
