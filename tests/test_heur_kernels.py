@@ -73,7 +73,7 @@ def test_sequence_kernels_match_py_func_and_plan_from_order(seed):
 def test_split_kernel_matches_py_func(seed, pick):
     p, a = _arrays(2 * seed + 1, "80%")
     args = (a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget), 0.3, seed,
-            a.n + 10, 3, pick)
+            a.n + 10, 3, pick, np.arange(a.n, dtype=np.int64))
     ok1, s1 = split_kernel(*args)
     ok2, s2 = _py(split_kernel)(*args)
     assert ok1 == ok2 and np.array_equal(s1, s2)

@@ -178,6 +178,7 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
     done = np.zeros(n, dtype=np.bool_)
     evicted = np.zeros(n, dtype=np.bool_)
     lock = np.zeros(n, dtype=np.int64)
+    support = np.zeros(n, dtype=np.int64)  # evicted readers still needed later
     remaining = np.empty(n, dtype=np.int64)
     for v in range(n):
         remaining[v] = succ_ptr[v + 1] - succ_ptr[v]
@@ -254,7 +255,15 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                         elif score_kind == SCORE_MSPS:
                             s = c / bytes_[u]
                         else:
-                            s = c / (bytes_[u] * float(_next_use(u, t, succ_idx, succ_ptr, next_ptr, n)))
+                            dist = _next_use(u, t, succ_idx, succ_ptr, next_ptr, n)
+                            if support[u] > 0:
+                                for j in range(succ_ptr[u], succ_ptr[u + 1]):
+                                    w = succ_idx[j]
+                                    if evicted[w] and remaining[w] > 0:
+                                        dw = _next_use(w, t, succ_idx, succ_ptr, next_ptr, n)
+                                        if dw < dist:
+                                            dist = dw
+                            s = c / (bytes_[u] * float(dist))
                     s = s * weights[u] * noise[u]
                     if s < best_score:
                         best_score = s
@@ -264,6 +273,8 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                 resident[best] = False
                 mem -= bytes_[best]
                 evicted[best] = True
+                for j in range(pred_ptr[best], pred_ptr[best + 1]):
+                    support[pred_idx[j]] += 1
                 for side in range(2):
                     if side == 0:
                         lo, hi, idx = pred_ptr[best], pred_ptr[best + 1], pred_idx
@@ -294,6 +305,8 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
             if evicted[x]:
                 evicted[x] = False
                 cls_cost[_find(parent, x)] -= cost[x]
+                for j in range(pred_ptr[x], pred_ptr[x + 1]):
+                    support[pred_idx[j]] -= 1
             clock += 1
             last_access[x] = clock
             sp -= 1
@@ -307,7 +320,7 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                 done[x] = True
             for j in range(pred_ptr[x], pred_ptr[x + 1]):
                 u = pred_idx[j]
-                if resident[u] and done[u] and remaining[u] == 0 and lock[u] == 0:
+                if resident[u] and done[u] and remaining[u] == 0 and lock[u] == 0 and support[u] == 0:
                     resident[u] = False
                     mem -= bytes_[u]
                     out_op = _grow(out_op, k)
@@ -315,7 +328,7 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                     out_op[k] = 1
                     out_node[k] = u
                     k += 1
-            if done[x] and remaining[x] == 0 and lock[x] == 0:
+            if done[x] and remaining[x] == 0 and lock[x] == 0 and support[x] == 0:
                 resident[x] = False
                 mem -= bytes_[x]
                 out_op = _grow(out_op, k)
@@ -329,6 +342,8 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                 resident[u] = False
                 mem -= bytes_[u]
                 evicted[u] = True
+                for j2 in range(pred_ptr[u], pred_ptr[u + 1]):
+                    support[pred_idx[j2]] += 1
                 out_op = _grow(out_op, k)
                 out_node = _grow(out_node, k)
                 out_op[k] = 1

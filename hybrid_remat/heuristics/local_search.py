@@ -1,12 +1,17 @@
-"""Local search on a plan: randomized re-planning plus recomputation pruning.
+"""Local search on a plan: ruin-and-recreate, randomized re-planning and
+recomputation pruning.
 
 :meth:`LocalSearch.improve` takes any one-device plan (a heuristic's or the
 exact engine's incumbent), drops the recomputations the budget does not
 need (:func:`~hybrid_remat.heuristics.executor.prune_kernel`), then, until
-its time limit, re-plans with perturbed choices (lifetime splitting with
-seeded score noise; DTR eviction with random per-value score weights and
-alternating score kinds), prunes each result and keeps the cheapest plan
-that fits.  Every returned plan passed the simulator.
+its time limit, mostly applies *ruin and recreate* moves to the best
+compute sequence (drop a random share of its recomputations, repair the
+budget violations by lifetime splitting, prune; keep the result when it is
+no more costly), interleaved with fresh randomized plans (lifetime
+splitting with seeded score noise; DTR eviction with random per-value score
+weights).  When nothing fits at first, a budget continuation (plans for
+slightly larger budgets repaired step by step) provides a start.  Every
+returned plan passed the simulator.
 
 Examples
 --------
@@ -29,7 +34,7 @@ from ..errors import PlanError
 from ..interfaces import Heuristic
 from ..simulate import simulate
 from .common import GraphArrays, finish, prune_sequence, run_executor, sequence_of_plan
-from .splitting import split_sequence
+from .splitting import ruin_and_recreate, split_continuation, split_sequence
 
 __all__ = ["LocalSearch"]
 
@@ -91,11 +96,23 @@ class LocalSearch(Heuristic):
             r = run_executor(a, score=sc, seed=seed)
             if r.ok:
                 consider(prune_sequence(a, r.seq))
+        if best_seq is None:
+            for pick in (0, 1, 2):
+                consider(split_continuation(a, seed=seed, pick=pick))
+                if best_seq is not None or time.perf_counter() >= deadline:
+                    break
         rng = np.random.default_rng(seed)
         it = 0
         while time.perf_counter() < deadline:
             it += 1
-            if it % 3:
+            if best_seq is not None and it % 5:
+                # ruin and recreate: drop some recomputations, repair by splitting;
+                # equal-cost moves are accepted to walk plateaus
+                cand = ruin_and_recreate(a, best_seq, rng, frac=float(rng.uniform(0.05, 0.5)),
+                                         pick=int(rng.integers(3)), noise=float(rng.uniform(0.0, 0.5)))
+                if cand is not None and float(a.cost[cand].sum()) <= best_cost + 1e-12:
+                    best_seq, best_cost = cand, float(a.cost[cand].sum())
+            elif it % 3:
                 consider(split_sequence(a, noise=float(rng.uniform(0.1, 0.8)), seed=int(rng.integers(1 << 30)),
                                         pick=int(rng.integers(3)), max_splits=int(rng.integers(2, 6))))
             else:

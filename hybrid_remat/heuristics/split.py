@@ -114,20 +114,20 @@ def _range_max(tab, lo, hi):
 
 @njit(cache=True)
 def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, noise_scale, seed, max_iter,
-                 max_splits, pick):
+                 max_splits, pick, init):
     """Return ``(ok, seq)``: a compute sequence whose minimal-memory plan
     peaks within ``budget`` (``ok``), or the last sequence tried.  Gives up
     after ``max_iter`` splits or once the sequence is ``4n`` long; a value
     is split at most ``max_splits`` times (breaks cycles).  ``pick`` chooses
     the over-budget position to relieve: 0 the first, 1 the highest, 2 the
-    last."""
+    last.  ``init`` is the starting compute sequence (``0..n-1``: keep-all;
+    any valid sequence, e.g. a plan for a larger budget, also works)."""
     n = bytes_.shape[0]
     np.random.seed(seed)
-    cap = 2 * n + 16
+    K = init.shape[0]
+    cap = max(2 * n + 16, K + 16)
     seq = np.empty(cap, dtype=np.int64)
-    for v in range(n):
-        seq[v] = v
-    K = n
+    seq[:K] = init
     reads = np.zeros(n, dtype=np.bool_)
     n_split = np.zeros(n, dtype=np.int64)
     mark = np.zeros(n, dtype=np.int64)
@@ -262,7 +262,7 @@ def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, n
                     best_clos[:nc] = clos[:nc]
         for j in range(pred_ptr[x], pred_ptr[x + 1]):
             reads[pred_idx[j]] = False
-        if best_n == 0 or K + best_n > 4 * n + 16:
+        if best_n == 0 or K + best_n > max(4 * n + 16, init.shape[0] + n):
             return False, seq[:K].copy()
         ins = np.sort(best_clos[:best_n])
         n_split[best_clos[0]] += 1

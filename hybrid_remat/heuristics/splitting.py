@@ -20,18 +20,56 @@ from ..interfaces import Heuristic
 from .common import GraphArrays, finish, prune_sequence
 from .split import split_kernel
 
-__all__ = ["LifetimeSplit", "split_sequence"]
+__all__ = ["LifetimeSplit", "split_sequence", "split_continuation", "ruin_and_recreate"]
 
 
 def split_sequence(a: GraphArrays, *, noise: float = 0.0, seed: int = 0, max_iter: int | None = None,
-                   max_splits: int = 3, pick: int = 0):
-    """Run the splitting kernel; the pruned compute sequence or ``None``."""
+                   max_splits: int = 3, pick: int = 0, init=None, budget=None):
+    """Run the splitting kernel from ``init`` (default keep-all); the pruned
+    compute sequence or ``None``."""
     it = a.n + 100 if max_iter is None else int(max_iter)
-    ok, seq = split_kernel(a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget),
-                           float(noise), int(seed), it, int(max_splits), int(pick))
+    b = a.budget if budget is None else int(budget)
+    start = np.arange(a.n, dtype=np.int64) if init is None else np.ascontiguousarray(init, dtype=np.int64)
+    ok, seq = split_kernel(a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(b),
+                           float(noise), int(seed), it, int(max_splits), int(pick), start)
     if not ok:
         return None
-    return prune_sequence(a, seq)
+    return prune_sequence(a, seq, budget=b)
+
+
+def split_continuation(a: GraphArrays, *, steps=(0.15, 0.1, 0.06, 0.03, 0.0), seed: int = 0, pick: int = 0,
+                       noise: float = 0.0):
+    """Budget continuation: split at ``budget * (1 + step)`` for each step in
+    turn, each run starting from the previous plan; ``None`` if a step fails."""
+    seq = None
+    for k, st in enumerate(steps):
+        b = int(a.budget * (1.0 + st))
+        nxt = split_sequence(a, init=seq, budget=b, seed=seed + k, pick=pick, noise=noise)
+        if nxt is None:
+            if seq is None:
+                continue
+            return None
+        seq = nxt
+    return seq
+
+
+def ruin_and_recreate(a: GraphArrays, seq, rng, *, frac: float = 0.2, pick: int = 0, noise: float = 0.3):
+    """Drop a random share of ``seq``'s recomputations and repair with the
+    splitting kernel; the new pruned sequence or ``None``."""
+    seq = np.asarray(seq, dtype=np.int64)
+    seen = np.zeros(a.n, dtype=bool)
+    rec = []
+    for pos, v in enumerate(seq.tolist()):
+        if seen[v]:
+            rec.append(pos)
+        seen[v] = True
+    if not rec:
+        return None
+    k = max(1, int(round(frac * len(rec))))
+    drop = rng.choice(np.asarray(rec), size=min(k, len(rec)), replace=False)
+    keep = np.ones(seq.size, dtype=bool)
+    keep[drop] = False
+    return split_sequence(a, init=seq[keep], seed=int(rng.integers(1 << 30)), pick=pick, noise=noise)
 
 
 class LifetimeSplit(Heuristic):
@@ -65,6 +103,11 @@ class LifetimeSplit(Heuristic):
             c = float(a.cost[seq].sum())
             if c < best_cost:
                 best, best_cost = seq, c
+        if best is None:
+            for pick in (0, 1, 2):
+                best = split_continuation(a, seed=seed, pick=pick)
+                if best is not None:
+                    break
         if best is None:
             return None
         return finish(problem, a, best, self.name, seed=seed)
