@@ -4,10 +4,12 @@ Examples
 --------
 >>> from hybrid_remat.generators import random_layered
 >>> from hybrid_remat.problem import Problem
+>>> from hybrid_remat.simulate import simulate
 >>> p = Problem.single(random_layered(40, seed=1), "80%")
 >>> arrays = GraphArrays.from_problem(p)
->>> res = run_executor(arrays, score="dtr_eq")
->>> res.plan is not None and simulate(p, res.plan).valid
+>>> res = run_executor(arrays, score="next_use_full")
+>>> plan = finish(p, arrays, res.seq, "dtr") if res.ok else None
+>>> plan is None or simulate(p, plan).valid
 True
 """
 

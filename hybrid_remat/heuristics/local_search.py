@@ -96,11 +96,10 @@ class LocalSearch(Heuristic):
             r = run_executor(a, score=sc, seed=seed)
             if r.ok:
                 consider(prune_sequence(a, r.seq))
-        if best_seq is None:
-            for pick in (0, 1, 2):
-                consider(split_continuation(a, seed=seed, pick=pick))
-                if best_seq is not None or time.perf_counter() >= deadline:
-                    break
+        for pick in (0, 1, 2):
+            consider(split_continuation(a, seed=seed, pick=pick))
+            if time.perf_counter() >= deadline and best_seq is not None:
+                break
         rng = np.random.default_rng(seed)
         it = 0
         while time.perf_counter() < deadline:

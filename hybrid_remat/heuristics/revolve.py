@@ -11,7 +11,7 @@ and generalizes to per-step costs (:func:`revolve_dp_costs`).
 Examples
 --------
 >>> revolve_closed_form(10, 2), int(revolve_dp(10, 2)[10, 2])
-(16, 16)
+(20, 20)
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..interfaces import Heuristic
 from .common import GraphArrays, finish, prune_sequence
+from .executor import sequence_peak_kernel
 from .split import split_kernel
 
 __all__ = ["LifetimeSplit", "split_sequence", "split_continuation", "ruin_and_recreate"]
@@ -37,19 +38,19 @@ def split_sequence(a: GraphArrays, *, noise: float = 0.0, seed: int = 0, max_ite
     return prune_sequence(a, seq, budget=b)
 
 
-def split_continuation(a: GraphArrays, *, steps=(0.15, 0.1, 0.06, 0.03, 0.0), seed: int = 0, pick: int = 0,
-                       noise: float = 0.0):
-    """Budget continuation: split at ``budget * (1 + step)`` for each step in
-    turn, each run starting from the previous plan; ``None`` if a step fails."""
-    seq = None
-    for k, st in enumerate(steps):
-        b = int(a.budget * (1.0 + st))
-        nxt = split_sequence(a, init=seq, budget=b, seed=seed + k, pick=pick, noise=noise)
-        if nxt is None:
-            if seq is None:
-                continue
+def split_continuation(a: GraphArrays, *, n_steps: int = 8, seed: int = 0, pick: int = 0, noise: float = 0.0):
+    """Budget continuation: lower the budget from the keep-all peak to the
+    target in ``n_steps`` equal steps, repairing the previous plan by
+    splitting at each step; the final sequence or ``None``."""
+    seq = np.arange(a.n, dtype=np.int64)
+    peak = int(sequence_peak_kernel(seq, np.ones(a.n, dtype=np.bool_), a.bytes, a.pred_ptr, a.pred_idx))
+    if peak <= a.budget:
+        return seq
+    for k in range(1, n_steps + 1):
+        b = a.budget + (peak - a.budget) * (n_steps - k) // n_steps
+        seq = split_sequence(a, init=seq, budget=b, seed=seed + k, pick=pick, noise=noise)
+        if seq is None:
             return None
-        seq = nxt
     return seq
 
 
@@ -82,13 +83,18 @@ class LifetimeSplit(Heuristic):
         of the relieved position (the best plan is kept).
     noise : float
         Log-normal noise scale of those runs.
+    continuation_runs : int
+        Runs of the budget continuation (keep-all repaired at budgets
+        stepping down to the target), one per choice of relieved position.
     """
 
     version = "1"
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget"})
 
-    def __init__(self, *, restarts: int = 3, noise: float = 0.3, name: str = "split", rank: float = 3.0):
+    def __init__(self, *, restarts: int = 3, noise: float = 0.3, continuation_runs: int = 3, name: str = "split",
+                 rank: float = 3.0):
         self.restarts = int(restarts)
+        self.continuation_runs = int(continuation_runs)
         self.noise = float(noise)
         self.name = name
         self.rank = rank
@@ -103,11 +109,10 @@ class LifetimeSplit(Heuristic):
             c = float(a.cost[seq].sum())
             if c < best_cost:
                 best, best_cost = seq, c
-        if best is None:
-            for pick in (0, 1, 2):
-                best = split_continuation(a, seed=seed, pick=pick)
-                if best is not None:
-                    break
+        for pick in range(self.continuation_runs):
+            seq = split_continuation(a, seed=seed, pick=pick % 3)
+            if seq is not None and float(a.cost[seq].sum()) < best_cost:
+                best, best_cost = seq, float(a.cost[seq].sum())
         if best is None:
             return None
         return finish(problem, a, best, self.name, seed=seed)
