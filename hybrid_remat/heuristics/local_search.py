@@ -89,16 +89,23 @@ class LocalSearch(Heuristic):
             if c < best_cost - 1e-12:
                 best_seq, best_cost = seq, c
 
-        # deterministic starts first
+        # deterministic starts first (the first one even past the deadline)
         for pick in (0, 1, 2):
             consider(split_sequence(a, seed=seed, pick=pick))
+            if time.perf_counter() >= deadline:
+                break
         for sc in _SCORES[:2]:
+            if time.perf_counter() >= deadline and best_seq is not None:
+                break
             r = run_executor(a, score=sc, seed=seed)
             if r.ok:
                 consider(prune_sequence(a, r.seq))
         for pick in (0, 1, 2):
-            consider(split_continuation(a, seed=seed, pick=pick))
-            if time.perf_counter() >= deadline and best_seq is not None:
+            if time.perf_counter() >= deadline and (best_seq is not None or pick > 0):
+                break
+            seq = split_continuation(a, seed=seed, pick=pick)
+            consider(seq)
+            if seq is None:
                 break
         rng = np.random.default_rng(seed)
         it = 0

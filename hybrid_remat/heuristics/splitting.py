@@ -86,12 +86,14 @@ class LifetimeSplit(Heuristic):
     continuation_runs : int
         Runs of the budget continuation (keep-all repaired at budgets
         stepping down to the target), one per choice of relieved position.
+        When the first direct run and the first continuation both fail, the
+        heuristic gives up (this bounds the work on hopeless budgets).
     """
 
     version = "1"
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget"})
 
-    def __init__(self, *, restarts: int = 3, noise: float = 0.3, continuation_runs: int = 3, name: str = "split",
+    def __init__(self, *, restarts: int = 2, noise: float = 0.3, continuation_runs: int = 2, name: str = "split",
                  rank: float = 3.0):
         self.restarts = int(restarts)
         self.continuation_runs = int(continuation_runs)
@@ -102,17 +104,20 @@ class LifetimeSplit(Heuristic):
     def run(self, problem, *, seed: int = 0):
         a = GraphArrays.from_problem(problem)
         best, best_cost = None, np.inf
-        for r in range(self.restarts + 1):
-            seq = split_sequence(a, noise=0.0 if r == 0 else self.noise, seed=seed * 1000 + r, pick=r % 3)
-            if seq is None:
-                continue
-            c = float(a.cost[seq].sum())
-            if c < best_cost:
-                best, best_cost = seq, c
-        for pick in range(self.continuation_runs):
-            seq = split_continuation(a, seed=seed, pick=pick % 3)
+
+        def keep(seq):
+            nonlocal best, best_cost
             if seq is not None and float(a.cost[seq].sum()) < best_cost:
                 best, best_cost = seq, float(a.cost[seq].sum())
+
+        # one direct run and one continuation; more runs only if one of them fits
+        keep(split_sequence(a, seed=seed * 1000, pick=0))
+        if self.continuation_runs > 0:
+            keep(split_continuation(a, seed=seed, pick=0))
         if best is None:
             return None
+        for r in range(1, self.restarts + 1):
+            keep(split_sequence(a, noise=self.noise, seed=seed * 1000 + r, pick=r % 3))
+        for pick in range(1, self.continuation_runs):
+            keep(split_continuation(a, seed=seed, pick=pick % 3))
         return finish(problem, a, best, self.name, seed=seed)
