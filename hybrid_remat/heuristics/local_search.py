@@ -108,6 +108,11 @@ class LocalSearch(Heuristic):
             if seq is None:
                 break
         rng = np.random.default_rng(seed)
+        # nothing fits yet: finer continuations while time remains
+        for n_steps, pick in ((16, 0), (16, 1), (16, 2), (32, 0), (32, 1), (32, 2), (64, 0)):
+            if best_seq is not None or time.perf_counter() >= deadline:
+                break
+            consider(split_continuation(a, n_steps=n_steps, seed=seed, pick=pick))
         it = 0
         while time.perf_counter() < deadline:
             it += 1
