@@ -1,9 +1,9 @@
 """Built-in heuristics, registered through the plugin hook."""
 
-from ..heuristics.keep_all import KeepAll
+from ..heuristics import builtin_heuristics
 from ..hookspecs import hookimpl
 
 
 @hookimpl
 def hybrid_remat_register_heuristics():
-    return [KeepAll()]
+    return builtin_heuristics()

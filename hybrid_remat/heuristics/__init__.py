@@ -1,1 +1,58 @@
-"""Fast planners (Numba kernels), each a registered plugin object."""
+"""Fast planners (Numba kernels), each a registered plugin object.
+
+:func:`builtin_heuristics` lists the single-device portfolio in order of
+cost (``rank``); :func:`warmup` compiles every kernel on tiny inputs (call
+it outside any user time limit).
+"""
+
+from __future__ import annotations
+
+__all__ = ["builtin_heuristics", "warmup"]
+
+
+def builtin_heuristics() -> list:
+    """The built-in single-device heuristics, cheapest first."""
+    from .checkpoints import ChenGreedy, ChenSqrtN
+    from .dtr import DTR
+    from .keep_all import KeepAll
+    from .local_search import LocalSearch
+    from .rotor import Rotor
+    from .splitting import LifetimeSplit
+
+    hs = [
+        KeepAll(),
+        ChenSqrtN(rank=1.0),
+        ChenSqrtN(use_aps=True, rank=1.1),
+        DTR("dtr_eq", name="dtr_eq", rank=2.0),
+        DTR("next_use_full", name="dtr_next_use", rank=2.1),
+        DTR("dtr", name="dtr", rank=2.2),
+        DTR("lru", name="dtr_lru", rank=2.3),
+        DTR("size", name="dtr_size", rank=2.4),
+        LifetimeSplit(rank=3.0),
+        Rotor(rank=4.0),
+        ChenGreedy(rank=6.0),
+        ChenGreedy(use_aps=True, rank=6.1),
+        LocalSearch(time_limit=1.0),
+    ]
+    return sorted(hs, key=lambda h: h.rank)
+
+
+def warmup() -> None:
+    """Compile (or load from cache) every heuristic kernel on a tiny graph."""
+    import networkx as nx
+    import numpy as np
+
+    from ..budgets import keep_all_peak, min_feasible_budget
+    from ..generators import training_graph
+    from ..problem import Problem
+    from .revolve import revolve_dp, revolve_dp_costs
+
+    g = training_graph(nx.path_graph(4, create_using=nx.DiGraph))
+    p = Problem.single(g, max(min_feasible_budget(g), int(0.8 * keep_all_peak(g))))
+    for h in builtin_heuristics():
+        if h.name == "local_search":
+            h.improve(p, None, time_limit=0.0)
+        else:
+            h.run(p)
+    revolve_dp(3, 2)
+    revolve_dp_costs(np.ones(3), 2)

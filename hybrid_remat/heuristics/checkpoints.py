@@ -1,0 +1,213 @@
+"""Checkpoint-set heuristics: Chen et al. 2016 sqrt(n) and greedy, linearized and on articulation points.
+
+A *checkpoint set* is a set of forward nodes kept until their last use.
+:func:`plan_from_checkpoints` turns one into a schedule: the reference
+order runs once; every other forward value is dropped right after its last
+reader inside its *segment* (the run of forward nodes up to the next
+checkpoint), and later readers (the backward pass) recompute it on demand
+from the nearest resident ancestors, keeping the recomputed values until
+they are no longer needed.  On graphs without backward nodes every node
+counts as forward.
+
+Candidates (Checkmate's two variants): all forward nodes in topological
+order ("linearized") or the articulation points of the undirected forward
+graph ("AP"; :func:`articulation_points`, with the placeholder source and
+sink Checkmate adds, and without Checkmate's master-branch bug that made
+every node an articulation point).
+
+Examples
+--------
+>>> from hybrid_remat.generators import training_graph
+>>> import networkx as nx
+>>> g = training_graph(nx.path_graph(8, create_using=nx.DiGraph))
+>>> from hybrid_remat.problem import Problem
+>>> p = Problem.single(g, "100%")
+>>> plan = ChenSqrtN().run(p)
+>>> plan is not None
+True
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import numpy as np
+
+from ..graph import FORWARD
+from ..interfaces import Heuristic
+from .common import GraphArrays, finish, run_executor
+
+__all__ = [
+    "forward_nodes", "articulation_points", "drop_schedule", "plan_from_checkpoints", "chen_sqrtn_checkpoints",
+    "chen_greedy_checkpoints", "ChenSqrtN", "ChenGreedy",
+]
+
+
+def forward_nodes(graph) -> np.ndarray:
+    """Forward nodes in topological order (all nodes when none is backward)."""
+    fwd = np.flatnonzero(np.asarray(graph.phase) == FORWARD)
+    return fwd if fwd.size and fwd.size < graph.n else np.arange(graph.n)
+
+
+def articulation_points(graph) -> np.ndarray:
+    """Articulation points of the undirected forward graph, sorted.
+
+    As in Checkmate, a placeholder source joined to the first forward node
+    and a placeholder sink joined to the last one are added, so a node
+    qualifies only if removing it separates the start from the end (or cuts
+    off some other part).  The placeholders themselves are never returned.
+    """
+    fwd = forward_nodes(graph)
+    if fwd.size == 0:
+        return fwd
+    is_fwd = np.zeros(graph.n, dtype=bool)
+    is_fwd[fwd] = True
+    und = nx.Graph()
+    und.add_nodes_from(fwd.tolist())
+    for u, v in graph.edges().tolist():
+        if is_fwd[u] and is_fwd[v]:
+            und.add_edge(u, v)
+    und.add_edge(-1, int(fwd[0]))
+    und.add_edge(int(fwd[-1]), -2)
+    aps = sorted(int(v) for v in nx.articulation_points(und) if v >= 0)
+    return np.asarray(aps, dtype=np.int64)
+
+
+def drop_schedule(graph, checkpoints) -> tuple[np.ndarray, np.ndarray]:
+    """The executor's drop CSR for a checkpoint set: each non-checkpointed
+    forward value is dropped after its last reader within its segment."""
+    n = graph.n
+    fwd = forward_nodes(graph)
+    cps = np.zeros(n, dtype=bool)
+    cps[np.asarray(list(checkpoints), dtype=np.int64)] = True
+    cp_sorted = np.flatnonzero(cps)
+    drop_at = np.full(n, -1, dtype=np.int64)
+    for u in fwd.tolist():
+        if cps[u]:
+            continue
+        k = np.searchsorted(cp_sorted, u, side="right")
+        seg_end = int(cp_sorted[k]) if k < cp_sorted.size else n - 1
+        readers = graph.succs(u)
+        inside = readers[readers <= seg_end]
+        drop_at[u] = int(inside.max()) if inside.size else u
+    counts = np.bincount(drop_at[drop_at >= 0], minlength=n)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(counts)
+    order = np.argsort(drop_at, kind="stable")
+    idx = order[drop_at[order] >= 0].astype(np.int64)
+    return ptr, np.ascontiguousarray(idx)
+
+
+def plan_from_checkpoints(problem, checkpoints, *, solver: str = "checkpoints", a: GraphArrays | None = None,
+                          budget=None):
+    """``(plan or None, cost, peak)`` of a checkpoint set.  With the
+    problem's budget the plan is returned only when it fits (verified by the
+    simulator); ``budget=np.iinfo(np.int64).max`` measures the peak."""
+    a = a or GraphArrays.from_problem(problem)
+    drop = drop_schedule(problem.graph, checkpoints)
+    res = run_executor(a, drop=drop, allow_evict=False, budget=budget, max_steps=4 * a.n + 100)
+    if not res.ok:
+        return None, np.inf, res.peak
+    if budget is not None and budget > a.budget:
+        return None, res.cost, res.peak
+    plan = finish(problem, a, res.seq, solver, n_checkpoints=int(len(list(checkpoints))))
+    return plan, res.cost, res.peak
+
+
+def chen_sqrtn_checkpoints(candidates) -> np.ndarray:
+    """Every k-th candidate, k = floor(sqrt(|C|)) (index (i+1) mod k == 0)."""
+    c = np.asarray(candidates, dtype=np.int64)
+    if c.size == 0:
+        return c
+    k = max(1, int(math.isqrt(c.size)))
+    return c[(np.arange(c.size) + 1) % k == 0]
+
+
+def chen_greedy_checkpoints(graph, candidates, b: float) -> np.ndarray:
+    """Chen's greedy: walk the forward nodes accumulating bytes; checkpoint a
+    candidate once the running sum exceeds ``b``, then reset."""
+    is_cand = np.zeros(graph.n, dtype=bool)
+    is_cand[np.asarray(candidates, dtype=np.int64)] = True
+    temp = 0
+    out = []
+    for v in forward_nodes(graph).tolist():
+        temp += int(graph.bytes[v])
+        if is_cand[v] and temp > b:
+            out.append(v)
+            temp = 0
+    return np.asarray(out, dtype=np.int64)
+
+
+class _ChenBase(Heuristic):
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget"})
+
+    def __init__(self, *, use_aps: bool = False, name: str | None = None, rank: float | None = None):
+        self.use_aps = bool(use_aps)
+        if name:
+            self.name = name
+        elif use_aps:
+            self.name = self.name + "_ap"
+        if rank is not None:
+            self.rank = rank
+
+    def candidates(self, graph) -> np.ndarray:
+        return articulation_points(graph) if self.use_aps else forward_nodes(graph)
+
+
+class ChenSqrtN(_ChenBase):
+    """Chen et al.'s sqrt(n) checkpoints; ``None`` when the plan does not fit.
+
+    Parameters
+    ----------
+    use_aps : bool
+        Candidates are articulation points ("AP" variant) instead of all
+        forward nodes ("linearized").
+    """
+
+    name = "chen_sqrtn"
+    rank = 1.0
+
+    def run(self, problem, *, seed: int = 0):
+        cps = chen_sqrtn_checkpoints(self.candidates(problem.graph))
+        plan, _, _ = plan_from_checkpoints(problem, cps, solver=self.name)
+        return plan
+
+
+class ChenGreedy(_ChenBase):
+    """Chen's greedy with a budget search: ``b`` sweeps
+    ``x * (1 + s)``, ``s`` in ``[-1, 2)`` (step ``step``), ``x`` = the
+    activation memory of the sqrt(n) plan; the cheapest plan that fits is
+    returned, else ``None``."""
+
+    name = "chen_greedy"
+    rank = 1.5
+
+    def __init__(self, *, use_aps: bool = False, step: float = 0.05, name: str | None = None,
+                 rank: float | None = None):
+        super().__init__(use_aps=use_aps, name=name, rank=rank)
+        self.step = float(step)
+
+    def run(self, problem, *, seed: int = 0):
+        g = problem.graph
+        a = GraphArrays.from_problem(problem)
+        cand = self.candidates(g)
+        big = np.iinfo(np.int64).max // 4
+        _, _, x = plan_from_checkpoints(problem, chen_sqrtn_checkpoints(cand), a=a, budget=big)
+        best, best_cost = None, np.inf
+        seen = set()
+        for s in np.arange(-1.0, 2.0, self.step):
+            cps = chen_greedy_checkpoints(g, cand, x * (1.0 + s))
+            key = cps.tobytes()
+            if key in seen:
+                continue
+            seen.add(key)
+            drop = drop_schedule(g, cps)
+            res = run_executor(a, drop=drop, allow_evict=False, max_steps=4 * a.n + 100)
+            if res.ok and res.cost < best_cost:
+                best, best_cost = cps, res.cost
+        if best is None:
+            return None
+        plan, _, _ = plan_from_checkpoints(problem, best, solver=self.name, a=a)
+        return plan

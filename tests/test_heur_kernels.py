@@ -1,0 +1,91 @@
+"""Numba kernels equal their pure-Python versions on random inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hybrid_remat.generators import random_dag, random_layered
+from hybrid_remat.heuristics.common import GraphArrays, empty_drop
+from hybrid_remat.heuristics.executor import (
+    SCORE_NAMES,
+    execute_kernel,
+    prune_kernel,
+    sequence_peak_kernel,
+    sequence_plan_kernel,
+)
+from hybrid_remat.heuristics.rotor import rotor_dp
+from hybrid_remat.heuristics.split import split_kernel
+from hybrid_remat.plan import plan_from_order
+from hybrid_remat.problem import Problem
+from hybrid_remat.simulate import simulate
+
+
+def _py(kernel):
+    """The pure-Python version of a kernel (itself when JIT is disabled)."""
+    return getattr(kernel, "py_func", kernel)
+
+
+def _arrays(seed, pct="85%"):
+    from hybrid_remat.budgets import min_feasible_budget, parse_budget
+
+    g = random_layered(25, seed=seed) if seed % 2 else random_dag(12, p=0.4, seed=seed)
+    p = Problem.single(g, max(parse_budget(pct, g), min_feasible_budget(g)))
+    return p, GraphArrays.from_problem(p)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("score", range(len(SCORE_NAMES)))
+def test_execute_kernel_matches_py_func(seed, score):
+    p, a = _arrays(seed)
+    dptr, didx = empty_drop(a.n)
+    w = np.random.default_rng(seed).random(a.n) + 0.5
+    args = (a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget), dptr, didx, w,
+            score, True, seed, 20 * a.n)
+    r1 = execute_kernel(*args)
+    r2 = _py(execute_kernel)(*args)
+    assert r1[0] == r2[0] and np.array_equal(r1[1], r2[1]) and np.array_equal(r1[2], r2[2])
+    assert r1[3] == r2[3] and r1[4] == pytest.approx(r2[4])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sequence_kernels_match_py_func_and_plan_from_order(seed):
+    p, a = _arrays(seed, "100%")
+    rng = np.random.default_rng(seed)
+    seq = np.arange(a.n)
+    extra = rng.integers(0, a.n, size=6)
+    seq = np.sort(np.concatenate([seq, extra]), kind="stable")  # recomputations right after the first
+    active = np.ones(seq.size, dtype=np.bool_)
+    op, node, peak = sequence_plan_kernel(seq, active, a.bytes, a.pred_ptr, a.pred_idx)
+    op2, node2, peak2 = _py(sequence_plan_kernel)(seq, active, a.bytes, a.pred_ptr, a.pred_idx)
+    assert np.array_equal(op, op2) and np.array_equal(node, node2) and peak == peak2
+    assert sequence_peak_kernel(seq, active, a.bytes, a.pred_ptr, a.pred_idx) == peak
+    ref = plan_from_order(p.graph, seq, p.primary.name)
+    r = simulate(p, ref, check_budget=False)
+    assert r.peak_bytes[p.primary.name] == peak
+    act1, d1 = prune_kernel(seq, active.copy(), a.bytes, a.cost, a.pred_ptr, a.pred_idx, np.int64(peak), 100)
+    act2, d2 = _py(prune_kernel)(seq, active.copy(), a.bytes, a.cost, a.pred_ptr, a.pred_idx, np.int64(peak), 100)
+    assert d1 == d2 and np.array_equal(act1, act2)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("pick", range(3))
+def test_split_kernel_matches_py_func(seed, pick):
+    p, a = _arrays(2 * seed + 1, "80%")
+    args = (a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget), 0.3, seed,
+            a.n + 10, 3, pick, np.arange(a.n, dtype=np.int64))
+    ok1, s1 = split_kernel(*args)
+    ok2, s2 = _py(split_kernel)(*args)
+    assert ok1 == ok2 and np.array_equal(s1, s2)
+
+
+def test_rotor_dp_matches_py_func():
+    rng = np.random.default_rng(0)
+    N = 5
+    ys = np.r_[0, rng.integers(1, 5, N)].astype(np.int64)
+    ds = np.r_[0, rng.integers(1, 5, N - 1), 0].astype(np.int64)
+    yc = np.r_[0.0, rng.random(N)]
+    dc = np.r_[0.0, rng.random(N - 1), 0.0]
+    c1, k1 = rotor_dp(ys, yc, ds, dc, 15)
+    c2, k2 = _py(rotor_dp)(ys, yc, ds, dc, 15)
+    assert np.array_equal(k1, k2) and np.allclose(c1, c2)
