@@ -1,0 +1,503 @@
+"""Run a training step following a :class:`~hybrid_remat.torch.TorchPlan`.
+
+Mechanism (eager, no compile): during the forward a ``TorchDispatchMode``
+numbers the ATen nodes exactly as the tracer did and records, for each, the
+op and its arguments (tensors as references to the producing node's buffer
+plus the view geometry; parameters and inputs by reference), and the RNG
+state before random ops.  ``saved_tensors_hooks`` intercept every tensor
+autograd saves:
+
+* its producer is kept by the plan -> autograd keeps it (as usual);
+* its producer is dropped -> autograd keeps only a small handle; the tensor is
+  recomputed when backward unpacks it, by replaying the recorded ATen ops from
+  kept tensors (held by the runtime from their production until the last
+  recompute that needs them), dropped ancestors on the way.  A recomputed
+  value that backward will unpack again is cached until its last unpack.
+
+Replays run under ``no_grad`` on clones of anything they would mutate outside
+the recomputation (batch-norm running statistics, kept buffers), restore the
+recorded RNG state for random ops (dropout masks are reproduced exactly) and
+check the layout of every output against the forward.
+
+What it cannot express, and what it does then:
+
+* recomputation *during the forward* (a plan that frees and recomputes
+  forward values to lower the forward peak): the forward always runs each op
+  once, so plans are searched among keep sets only (see ``_planner``);
+* a forward that differs from the traced one (data-dependent control flow):
+  from the first differing op on, everything is kept (conservative: more
+  memory, never wrong values) and a :class:`TorchPlanWarning` says so; the
+  step's ``stats["fallback"]`` names the op;
+* double backward (``create_graph=True``): recomputed tensors carry no
+  autograd history.
+
+Memory accounting (``stats``): ``saved_peak_bytes`` is the peak over the step
+of the unique storage bytes held for backward: tensors autograd saved and
+kept, tensors the runtime holds for recomputation and cached recomputed
+values (parameters and inputs are not activations and are not counted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+import weakref
+from typing import Callable
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_unflatten
+
+from ..errors import HybridRematError
+from ._common import capture_rng, classify_call, is_random, legacy_mutates_externals, now, restore_rng, storage_key
+from ._trace import OwnerMap, as_inputs, default_loss
+
+__all__ = ["PlannedStep", "TorchPlanWarning", "apply"]
+
+
+class TorchPlanWarning(UserWarning):
+    """The runtime could not follow the plan and kept more than planned."""
+
+
+class _Ref:
+    """A tensor argument as (producing node, buffer index, view geometry)."""
+
+    __slots__ = ("node", "buf", "size", "stride", "offset", "dtype", "device")
+
+    def __init__(self, node: int, buf: int, t: torch.Tensor):
+        self.node = node
+        self.buf = buf
+        self.size = tuple(t.shape)
+        self.stride = tuple(t.stride())
+        self.offset = int(t.storage_offset())
+        self.dtype = t.dtype
+        self.device = t.device
+
+    def view(self, base: torch.Tensor) -> torch.Tensor:
+        if (
+            base.dtype == self.dtype and tuple(base.shape) == self.size and tuple(base.stride()) == self.stride
+            and base.storage_offset() == self.offset
+        ):
+            return base
+        return torch.empty(0, dtype=self.dtype, device=self.device).set_(
+            base.untyped_storage(), self.offset, self.size, self.stride
+        )
+
+
+class _Kept:
+    __slots__ = ("t", "__weakref__")
+
+    def __init__(self, t):
+        self.t = t
+
+
+class _Drop:
+    __slots__ = ("ref", "flag", "__weakref__")
+
+    def __init__(self, ref: _Ref):
+        self.ref = ref
+        self.flag = [False]
+
+
+class _Record:
+    __slots__ = ("func", "leaves", "spec", "written", "buf_src", "buf_bytes", "rng", "legacy")
+
+    def __init__(self, func, leaves, spec, written, buf_src, buf_bytes, rng, legacy):
+        self.func = func
+        self.leaves = leaves
+        self.spec = spec
+        self.written = written
+        self.buf_src = buf_src
+        self.buf_bytes = buf_bytes
+        self.rng = rng
+        self.legacy = legacy
+
+
+class _Bytes:
+    """Unique-storage byte counter with a peak."""
+
+    def __init__(self):
+        self.count: dict = {}
+        self.current = 0
+        self.peak = 0
+
+    def add(self, t: torch.Tensor):
+        key = storage_key(t)
+        e = self.count.get(key)
+        if e is None:
+            nb = int(t.untyped_storage().nbytes())
+            self.count[key] = [nb, 1]
+            self.current += nb
+            if self.current > self.peak:
+                self.peak = self.current
+        else:
+            e[1] += 1
+        return key
+
+    def remove(self, key) -> None:
+        e = self.count.get(key)
+        if e is None:
+            return
+        e[1] -= 1
+        if e[1] == 0:
+            del self.count[key]
+            self.current -= e[0]
+
+
+class _StepState:
+    """Everything one step needs; dropped when the step ends."""
+
+    def __init__(self, owner: "PlannedStep"):
+        self.o = owner
+        self.owners = OwnerMap()
+        self.records: dict[int, _Record] = {}
+        self.hold: dict[int, list] = {}
+        self.hold_keys: dict[int, list] = {}
+        self.cache: dict[int, list] = {}
+        self.cache_keys: dict[int, list] = {}
+        self.pending: dict[int, int] = {}
+        self.hold_users: dict[int, int] = {}
+        self.acct = _Bytes()
+        self.next_node = 0
+        self.fallback: str | None = None
+        self.forward_done = False
+        self.n_kept = 0
+        self.n_dropped = 0
+        self.n_replayed = 0
+        self.replay_time = 0.0
+        self.bytes_at_backward = 0
+
+    # ------------------------------------------------------------ forward
+    def on_call(self, func, args, kwargs, out, rng):
+        call = classify_call(func, args, kwargs, out)
+        if not call.is_node:
+            return
+        k = self.next_node
+        self.next_node += 1
+        o = self.o
+        if self.fallback is None and o.ops is not None and (k >= o.n_fwd or o.ops[k] != str(func)):
+            expect = o.ops[k] if k < o.n_fwd else "end of forward"
+            self.fallback = f"forward node {k} is {func}, the trace had {expect}"
+            warnings.warn(
+                f"hybrid_remat.torch: the step differs from the traced one ({self.fallback}); keeping every "
+                "saved tensor from here on (memory may exceed the plan's budget). Re-plan for this input.",
+                TorchPlanWarning, stacklevel=4,
+            )
+        leaves = list(call.leaves)
+        written = set(call.written_pos)
+        for i in call.in_pos:
+            t = leaves[i]
+            own = self.owners.get(t)
+            leaves[i] = t if own is None else _Ref(own[0], own[1], t)
+        buf_src, buf_bytes = [], []
+        for j in call.new_out_pos:
+            t = call.out_leaves[j]
+            self.owners.set(t, k, len(buf_src))
+            buf_src.append(("out", j))
+            buf_bytes.append(int(t.untyped_storage().nbytes()))
+        for i in call.written_pos:
+            if isinstance(leaves[i], _Ref):
+                t = call.leaves[i]
+                self.owners.set(t, k, len(buf_src))
+                buf_src.append(("arg", i))
+                buf_bytes.append(int(t.untyped_storage().nbytes()))
+        if o.needs_record is None or k in o.needs_record:
+            self.records[k] = _Record(
+                func, leaves, call.spec, written, buf_src, buf_bytes, rng, legacy_mutates_externals(func)
+            )
+        if self.fallback is None and k in o.held:
+            ts = [call.out_leaves[j] if src == "out" else call.leaves[j] for src, j in buf_src]
+            self.hold[k] = ts
+            self.hold_keys[k] = [self.acct.add(t) for t in ts]
+
+    def pack(self, t: torch.Tensor):
+        own = self.owners.get(t)
+        o = self.o
+        if own is None:  # a parameter, buffer or input: not an activation
+            return _Kept(t)
+        if self.fallback is not None or own[0] >= o.n_fwd or o.keep[own[0]]:
+            w = _Kept(t)
+            weakref.finalize(w, self.acct.remove, self.acct.add(t))
+            self.n_kept += 1
+            return w
+        d = _Drop(_Ref(own[0], own[1], t))
+        self.pending[own[0]] = self.pending.get(own[0], 0) + 1
+        weakref.finalize(d, self.consume, own[0], d.flag)
+        self.n_dropped += 1
+        return d
+
+    def end_forward(self):
+        self.forward_done = True
+        for w, cnt in self.pending.items():
+            for a in self.o.closure.get(w, ()):
+                self.hold_users[a] = self.hold_users.get(a, 0) + cnt
+        for a in list(self.hold):
+            if self.hold_users.get(a, 0) <= 0:
+                self._release_hold(a)
+        self.bytes_at_backward = self.acct.current
+
+    # ----------------------------------------------------------- backward
+    def _release_hold(self, a):
+        self.hold.pop(a, None)
+        for key in self.hold_keys.pop(a, ()):
+            self.acct.remove(key)
+
+    def _drop_cache(self, w):
+        self.cache.pop(w, None)
+        for key in self.cache_keys.pop(w, ()):
+            self.acct.remove(key)
+
+    def consume(self, w, flag):
+        if flag[0]:
+            return
+        flag[0] = True
+        left = self.pending.get(w, 0) - 1
+        self.pending[w] = left
+        if not self.forward_done:
+            return
+        if left <= 0:
+            self._drop_cache(w)
+        for a in self.o.closure.get(w, ()):
+            u = self.hold_users.get(a, 0) - 1
+            self.hold_users[a] = u
+            if u <= 0:
+                self._release_hold(a)
+
+    def unpack(self, obj):
+        if isinstance(obj, _Kept):
+            return obj.t
+        ref = obj.ref
+        t0 = now()
+        with torch.no_grad():
+            outs, _ = self._outputs(ref.node, {})
+            value = ref.view(outs[ref.buf])
+        self.replay_time += now() - t0
+        self.consume(ref.node, obj.flag)
+        return value
+
+    def _available(self, x, memo):
+        if x in self.cache:
+            return self.cache[x], False
+        if x in self.hold:
+            return self.hold[x], False
+        if x in memo:
+            return memo[x], True
+        return None, False
+
+    def _outputs(self, w, memo):
+        got, fresh = self._available(w, memo)
+        if got is not None:
+            return got, fresh
+        # post-order over the ancestors that must be replayed
+        stack, visited, order = [(w, False)], set(), []
+        while stack:
+            x, done = stack.pop()
+            if done:
+                order.append(x)
+                continue
+            if x in visited or self._available(x, memo)[0] is not None:
+                continue
+            visited.add(x)
+            rec = self.records.get(x)
+            if rec is None:
+                raise HybridRematError(f"internal: no record to recompute forward node {x}")
+            stack.append((x, True))
+            for item in rec.leaves:
+                if isinstance(item, _Ref) and item.node not in visited and self._available(item.node, memo)[0] is None:
+                    stack.append((item.node, False))
+        # free each intermediate right after its last reader in this recomputation
+        in_order = set(order)
+        uses: dict[int, int] = {}
+        for x in order:
+            for a in {it.node for it in self.records[x].leaves if isinstance(it, _Ref)} & in_order:
+                uses[a] = uses.get(a, 0) + 1
+        for x in order:
+            if self._available(x, memo)[0] is None:
+                memo[x] = self._replay(x, memo)
+                if self.pending.get(x, 0) > 0:
+                    self.cache[x] = memo[x]
+                    self.cache_keys[x] = [self.acct.add(t) for t in memo[x]]
+            for a in {it.node for it in self.records[x].leaves if isinstance(it, _Ref)} & in_order:
+                uses[a] -= 1
+                if uses[a] == 0 and a != w:
+                    memo.pop(a, None)
+        return self._available(w, memo)
+
+    def _replay(self, x, memo):
+        rec = self.records[x]
+        leaves = list(rec.leaves)
+        consumed = []
+        for i, item in enumerate(leaves):
+            if isinstance(item, _Ref):
+                outs, fresh = self._available(item.node, memo)
+                if outs is None:
+                    outs, fresh = self._outputs(item.node, memo)
+                base = outs[item.buf]
+                if i in rec.written:
+                    if fresh:
+                        consumed.append(item.node)
+                    else:
+                        base = torch.empty(0, dtype=base.dtype, device=base.device).set_(
+                            base.untyped_storage().clone(), base.storage_offset(), base.shape, base.stride()
+                        )
+                leaves[i] = item.view(base)
+            elif isinstance(item, torch.Tensor) and (
+                i in rec.written or (rec.legacy and not item.requires_grad)
+            ):
+                leaves[i] = item.clone()
+        args, kwargs = tree_unflatten(leaves, rec.spec)
+        if rec.rng is not None:
+            saved = capture_rng()
+            restore_rng(rec.rng)
+        try:
+            out = rec.func(*args, **kwargs)
+        finally:
+            if rec.rng is not None:
+                restore_rng(saved)
+        self.n_replayed += 1
+        from torch.utils._pytree import tree_flatten
+
+        out_leaves = tree_flatten(out)[0]
+        res = []
+        for (src, j), nb in zip(rec.buf_src, rec.buf_bytes):
+            t = out_leaves[j] if src == "out" else leaves[j]
+            if int(t.untyped_storage().nbytes()) != nb:
+                raise HybridRematError(
+                    f"recomputing forward node {x} ({rec.func}) gave a {t.untyped_storage().nbytes()}-byte buffer, "
+                    f"the forward made {nb} bytes"
+                )
+            res.append(t)
+        for u in consumed:
+            memo.pop(u, None)
+        return res
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self, state: _StepState):
+        super().__init__()
+        self.state = state
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        rng = capture_rng() if is_random(func) else None
+        out = func(*args, **kwargs)
+        self.state.on_call(func, args, kwargs, out, rng)
+        return out
+
+
+class PlannedStep:
+    """A training step that follows a plan's keep/recompute decisions.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+    tplan : TorchPlan or None
+        ``None`` keeps everything (plain training, with the same byte
+        accounting: the baseline).
+    loss_fn : callable, optional
+        ``loss_fn(output) -> scalar``; defaults to the plan's tracing loss
+        (``output.float().pow(2).mean()``).
+
+    Attributes
+    ----------
+    stats : dict
+        Figures of the last step: ``saved_peak_bytes``,
+        ``saved_bytes_at_backward``, ``n_saved_kept``, ``n_saved_dropped``,
+        ``n_replayed_ops``, ``replay_time_s``, ``fallback``,
+        ``budget_bytes``, ``predicted_peak_bytes``.
+
+    Examples
+    --------
+    >>> step = PlannedStep(model, tplan)                 # doctest: +SKIP
+    >>> loss = step(x)                                   # doctest: +SKIP
+    >>> with step.forward():                             # doctest: +SKIP
+    ...     loss = criterion(model(x), y)
+    >>> loss.backward(); step.finish()                   # doctest: +SKIP
+    """
+
+    def __init__(self, model, tplan=None, loss_fn: Callable | None = None):
+        self.model = model
+        self.tplan = tplan
+        self.loss_fn = loss_fn
+        self.stats: dict = {}
+        self._state: _StepState | None = None
+        if tplan is None:
+            self.ops = None
+            self.n_fwd = 1 << 62
+            self.keep = _AllTrue()
+            self.held: set = set()
+            self.closure: dict = {}
+            self.needs_record: set | None = set()
+        else:
+            from ._planner import _Structure, held_closure
+
+            g = tplan.graph
+            tm = g.meta["torch"]
+            self.ops = list(tm["op"])
+            self.n_fwd = int(tm["n_forward"])
+            self.keep = np.asarray(tplan.keep, dtype=bool)
+            st = _Structure(g)
+            dropped = [int(w) for w in np.flatnonzero(~self.keep) if st.bwd_readers[w] > 0]
+            self.closure = {w: held_closure(g, self.keep, w, st) for w in dropped}
+            self.held = set().union(*self.closure.values()) if self.closure else set()
+            self.needs_record = None  # record every forward node
+
+    @contextlib.contextmanager
+    def forward(self):
+        """Context for the forward (and loss) of one step; call
+        :meth:`finish` after ``backward()``."""
+        state = _StepState(self)
+        self._state = state
+        with torch.autograd.graph.saved_tensors_hooks(state.pack, state.unpack):
+            with _Recorder(state):
+                yield state
+        state.end_forward()
+
+    def finish(self) -> dict:
+        """Close the step: collect its figures and free what it held."""
+        s = self._state
+        if s is None:
+            return self.stats
+        self.stats = {
+            "saved_peak_bytes": int(s.acct.peak),
+            "saved_bytes_at_backward": int(s.bytes_at_backward),
+            "n_saved_kept": s.n_kept,
+            "n_saved_dropped": s.n_dropped,
+            "n_replayed_ops": s.n_replayed,
+            "replay_time_s": s.replay_time,
+            "fallback": s.fallback,
+        }
+        if self.tplan is not None:
+            self.stats["budget_bytes"] = self.tplan.budget_bytes
+            self.stats["predicted_peak_bytes"] = self.tplan.predicted_peak_bytes
+        s.hold.clear()
+        s.cache.clear()
+        s.records.clear()
+        self._state = None
+        return self.stats
+
+    def __call__(self, *inputs, loss_fn: Callable | None = None) -> torch.Tensor:
+        """Forward, loss and backward (gradients accumulate in ``.grad``);
+        returns the detached loss."""
+        inputs = as_inputs(inputs if len(inputs) != 1 else inputs[0])
+        lf = loss_fn or self.loss_fn or default_loss
+        try:
+            with self.forward():
+                loss = lf(self.model(*inputs))
+            loss.backward()
+        finally:
+            self.finish()
+        return loss.detach()
+
+
+class _AllTrue:
+    def __getitem__(self, i):
+        return True
+
+
+def apply(model, tplan, loss_fn: Callable | None = None) -> PlannedStep:
+    """The training-step callable that follows ``tplan`` (see :class:`PlannedStep`)."""
+    if tplan is not None and "torch" not in tplan.graph.meta:
+        raise HybridRematError("apply() needs a plan from hybrid_remat.torch.plan")
+    return PlannedStep(model, tplan, loss_fn)
