@@ -311,6 +311,10 @@ def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: 
                 continue
             tried.append(ev(keep, family))
 
+    uniq: dict[int, _Candidate] = {}
+    for c in tried:
+        uniq.setdefault(id(c), c)
+    tried = list(uniq.values())
     fitting = [c for c in tried if ev.fits(c)]
     best = min(fitting, key=lambda c: (c.result.total_time, c.peak)) if fitting else None
     report = [
@@ -425,6 +429,7 @@ class TorchPlan:
             "device": tm.get("device"),
             "costs": tm.get("costs"),
             "dropped": [self.graph.names[v] for v in dropped_saved],
+            "dropped_nodes": dropped_saved,
         }
 
     def to_json(self) -> dict:
