@@ -213,6 +213,22 @@ def test_executable_plans_are_valid_for_random_keep_sets(name):
     assert r_all.n_recompute == 0
 
 
+@pytest.mark.parametrize("name", ["resnet", "gpt"])
+def test_solver_plans_map_back_to_the_same_keep_set(name):
+    # a plan's residency when backward starts is the keep set it executes as
+    from hybrid_remat.torch._planner import keep_set_from_plan
+
+    _, _, _, g = traced(name)
+    n_fwd = g.meta["torch"]["n_forward"]
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        keep = rng.random(n_fwd) < 0.5
+        plan = hrt.executable_plan(g, keep, "cpu")
+        again = keep_set_from_plan(g, plan, n_fwd)
+        assert not (again & ~keep).any()
+        assert hrt.executable_plan(g, again, "cpu") == plan
+
+
 def test_budget_below_reach_raises():
     model, x, loss_fn, g = traced("resnet")
     with pytest.raises(BudgetError, match="smallest feasible budget"):
@@ -236,9 +252,9 @@ def test_planned_step_matches_plain_training(name, budget):
     r = hrt.measure_step(model, x, hrt.apply(model, tp, loss_fn))
 
     assert r["loss"] == pytest.approx(plain["loss"], rel=1e-6, abs=1e-7)
-    for a, b in zip(_grads(plain_model), _grads(model)):
+    for a, b in zip(_grads(plain_model), _grads(model), strict=True):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
-    for (k, a), b in zip(plain_model.state_dict().items(), model.state_dict().values()):
+    for (k, a), b in zip(plain_model.state_dict().items(), model.state_dict().values(), strict=True):
         assert torch.allclose(a.float(), b.float()), k  # batch-norm statistics updated once
     assert r["fallback"] is None and r["n_saved_dropped"] > 0 and r["n_replayed_ops"] > 0
     assert r["saved_peak_bytes"] <= SAVED_TOL * tp.budget_bytes
@@ -260,7 +276,7 @@ def test_planned_step_is_reusable_and_context_form():
     for _ in range(2):  # gradients accumulate over two planned steps as over two plain ones
         step(x)
         hrt.default_loss(ref(x)).backward()
-    for a, b in zip(_grads(ref), _grads(model)):
+    for a, b in zip(_grads(ref), _grads(model), strict=True):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
     # context-manager form
     model.zero_grad(set_to_none=True)
@@ -295,7 +311,7 @@ def test_forward_that_differs_from_trace_falls_back_and_stays_correct():
         step = hrt.apply(model, tp)
         step(x)
     assert step.stats["fallback"]
-    for a, b in zip(_grads(ref), _grads(model)):
+    for a, b in zip(_grads(ref), _grads(model), strict=True):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
 
 

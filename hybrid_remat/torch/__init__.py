@@ -39,6 +39,7 @@ def plan(
     cost_model=None,
     graph=None,
     name: str | None = None,
+    use_solvers: bool = True,
 ) -> TorchPlan:
     """Trace one training step of ``model`` and plan it under ``budget``.
 
@@ -58,6 +59,9 @@ def plan(
         See :func:`trace`.
     graph : Graph, optional
         A graph already traced from this model and inputs (skips tracing).
+    use_solvers : bool
+        Also map plans of ``hybrid_remat.anytime.anytime_solve`` (when
+        installed) or of the registered heuristics to keep sets.
 
     Returns
     -------
@@ -73,4 +77,4 @@ def plan(
     g = graph if graph is not None else trace(
         model, example_inputs, loss_fn, costs=costs, repeats=repeats, cost_model=cost_model, name=name
     )
-    return plan_graph(g, budget, time_limit=time_limit)
+    return plan_graph(g, budget, time_limit=time_limit, use_solvers=use_solvers)

@@ -11,7 +11,6 @@ outputs handed to the optimizer, freed at once).
 
 from __future__ import annotations
 
-import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._common import classify_call, storage_key, weak

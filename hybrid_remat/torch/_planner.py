@@ -143,13 +143,19 @@ def held_closure(graph: Graph, keep, w: int, structure: _Structure | None = None
 
 
 def keep_set_from_plan(graph: Graph, plan: Plan, n_fwd: int) -> np.ndarray:
-    """Forward nodes resident when a plan computes its first backward node."""
+    """Forward nodes resident once every forward node has been computed
+    (before the next compute step: a recompute or the first backward node)."""
     resident = np.zeros(graph.n, dtype=bool)
-    for o, v in zip(plan.op.tolist(), plan.node.tolist()):
+    seen = np.zeros(n_fwd, dtype=bool)
+    n_seen = 0
+    for o, v in zip(plan.op.tolist(), plan.node.tolist(), strict=True):
         if o == OP_COMPUTE:
-            if v >= n_fwd:
+            if n_seen == n_fwd or v >= n_fwd:
                 break
             resident[v] = True
+            if not seen[v]:
+                seen[v] = True
+                n_seen += 1
         elif o == 1:
             resident[v] = False
     return resident[:n_fwd]

@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -148,7 +148,7 @@ class _Bytes:
 class _StepState:
     """Everything one step needs; dropped when the step ends."""
 
-    def __init__(self, owner: "PlannedStep"):
+    def __init__(self, owner: PlannedStep):
         self.o = owner
         self.owners = OwnerMap()
         self.records: dict[int, _Record] = {}
@@ -360,7 +360,7 @@ class _StepState:
 
         out_leaves = tree_flatten(out)[0]
         res = []
-        for (src, j), nb in zip(rec.buf_src, rec.buf_bytes):
+        for (src, j), nb in zip(rec.buf_src, rec.buf_bytes, strict=True):
             t = out_leaves[j] if src == "out" else leaves[j]
             if int(t.untyped_storage().nbytes()) != nb:
                 raise HybridRematError(

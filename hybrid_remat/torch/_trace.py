@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +36,15 @@ from torch.utils._pytree import tree_unflatten
 from ..errors import GraphError, HybridRematError
 from ..graph import Graph
 from ._common import (
-    capture_rng, classify_call, is_random, now, restore_rng, storage_key, storage_nbytes, sync, weak,
+    capture_rng,
+    classify_call,
+    is_random,
+    now,
+    restore_rng,
+    storage_key,
+    storage_nbytes,
+    sync,
+    weak,
 )
 
 __all__ = ["trace", "default_loss", "run_step", "as_inputs", "OwnerMap", "module_path_hooks", "cost_kind_for"]

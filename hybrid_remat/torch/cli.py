@@ -94,7 +94,7 @@ def make_inputs(shapes, dtypes, high: int, device: str):
     if len(dtypes) != len(shapes):
         raise HybridRematError(f"{len(dtypes)} --input-dtype values for {len(shapes)} inputs")
     out = []
-    for s, d in zip(shapes, dtypes):
+    for s, d in zip(shapes, dtypes, strict=True):
         dt = getattr(torch, d)
         if dt.is_floating_point:
             out.append(torch.randn(*_shape(s), device=device).to(dt))
@@ -105,8 +105,9 @@ def make_inputs(shapes, dtypes, high: int, device: str):
 
 def run(args) -> int:
     """Trace, plan and write; returns 0.  Errors are HybridRematError."""
-    from . import plan as torch_plan
     import torch
+
+    from . import plan as torch_plan
 
     if os.path.exists(args.out) and not args.force:
         raise HybridRematError(f"{args.out} exists; pass --force to replace it")
