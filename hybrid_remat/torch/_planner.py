@@ -123,12 +123,15 @@ def executable_plan(graph: Graph, keep, device: str, structure: _Structure | Non
     return plan_from_order(graph, executable_order(graph, keep, structure), device, {"solver": "torch_keep_set"})
 
 
-def held_closure(graph: Graph, keep, w: int, structure: _Structure | None = None) -> list[int]:
+def held_closure(graph: Graph, keep, w: int, structure: _Structure | None = None, replayed: set | None = None) -> list[int]:
     """Kept nodes whose outputs recomputing ``w`` reads (through dropped or
-    overwritten ancestors)."""
+    overwritten ancestors).  ``replayed``, when given, receives ``w`` and the
+    ancestors that must be replayed with it."""
     st = structure or _Structure(graph)
     keep = np.asarray(keep, dtype=bool)
     out, seen, stack = set(), {w}, [w]
+    if replayed is not None:
+        replayed.add(w)
     while stack:
         x = stack.pop()
         for a in st.preds[x]:
@@ -139,6 +142,8 @@ def held_closure(graph: Graph, keep, w: int, structure: _Structure | None = None
                 out.add(a)
             else:
                 stack.append(a)
+                if replayed is not None:
+                    replayed.add(a)
     return sorted(out)
 
 

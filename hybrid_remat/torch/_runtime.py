@@ -439,9 +439,10 @@ class PlannedStep:
             self.keep = np.asarray(tplan.keep, dtype=bool)
             st = _Structure(g)
             dropped = [int(w) for w in np.flatnonzero(~self.keep) if st.bwd_readers[w] > 0]
-            self.closure = {w: held_closure(g, self.keep, w, st) for w in dropped}
+            replayed: set = set()
+            self.closure = {w: held_closure(g, self.keep, w, st, replayed) for w in dropped}
             self.held = set().union(*self.closure.values()) if self.closure else set()
-            self.needs_record = None  # record every forward node
+            self.needs_record = replayed  # the nodes a recomputation may replay
 
     @contextlib.contextmanager
     def forward(self):
