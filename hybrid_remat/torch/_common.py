@@ -24,13 +24,20 @@ __all__ = [
 
 
 def storage_key(t: torch.Tensor) -> tuple:
-    """Identity of ``t``'s storage while it is alive: ``(device, data_ptr)``."""
-    s = t.untyped_storage()
+    """Identity of ``t``'s storage while it is alive: ``(device, data_ptr)``;
+    tensors without a storage (sparse, some subclasses) get a per-object key."""
+    try:
+        s = t.untyped_storage()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return ("no-storage", id(t))
     return (t.device.type, t.device.index, s.data_ptr())
 
 
 def storage_nbytes(t: torch.Tensor) -> int:
-    return int(t.untyped_storage().nbytes())
+    try:
+        return int(t.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return 0
 
 
 def is_random(func) -> bool:
@@ -140,5 +147,15 @@ def now() -> float:
     return time.perf_counter()
 
 
-def weak(t: torch.Tensor) -> StorageWeakRef:
-    return StorageWeakRef(t.untyped_storage())
+class _Expired:
+    def expired(self) -> bool:
+        return True
+
+
+def weak(t: torch.Tensor):
+    """A storage weak reference (one that reads as expired when ``t`` has no
+    storage, so such tensors are never taken for a tracked buffer)."""
+    try:
+        return StorageWeakRef(t.untyped_storage())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return _Expired()

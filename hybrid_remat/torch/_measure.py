@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._common import classify_call, storage_key, weak
+from ._common import classify_call, storage_key, storage_nbytes, weak
 
 __all__ = ["LiveBytes", "measure_step"]
 
@@ -45,7 +45,7 @@ class LiveBytes(TorchDispatchMode):
         call = classify_call(func, args, kwargs, out)
         for j in call.new_out_pos:
             t = call.out_leaves[j]
-            self.records.append([int(t.untyped_storage().nbytes()), self.tick, None, weak(t), storage_key(t)])
+            self.records.append([storage_nbytes(t), self.tick, None, weak(t), storage_key(t)])
             self.live.append(len(self.records) - 1)
         return out
 

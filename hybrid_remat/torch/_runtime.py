@@ -50,7 +50,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_unflatten
 
 from ..errors import HybridRematError
-from ._common import capture_rng, classify_call, is_random, legacy_mutates_externals, now, restore_rng, storage_key
+from ._common import (
+    capture_rng,
+    classify_call,
+    is_random,
+    legacy_mutates_externals,
+    now,
+    restore_rng,
+    storage_key,
+    storage_nbytes,
+)
 from ._trace import OwnerMap, as_inputs, default_loss
 
 __all__ = ["PlannedStep", "TorchPlanWarning", "apply"]
@@ -126,7 +135,7 @@ class _Bytes:
         key = storage_key(t)
         e = self.count.get(key)
         if e is None:
-            nb = int(t.untyped_storage().nbytes())
+            nb = storage_nbytes(t)
             self.count[key] = [nb, 1]
             self.current += nb
             if self.current > self.peak:
@@ -195,13 +204,13 @@ class _StepState:
             t = call.out_leaves[j]
             self.owners.set(t, k, len(buf_src))
             buf_src.append(("out", j))
-            buf_bytes.append(int(t.untyped_storage().nbytes()))
+            buf_bytes.append(storage_nbytes(t))
         for i in call.written_pos:
             if isinstance(leaves[i], _Ref):
                 t = call.leaves[i]
                 self.owners.set(t, k, len(buf_src))
                 buf_src.append(("arg", i))
-                buf_bytes.append(int(t.untyped_storage().nbytes()))
+                buf_bytes.append(storage_nbytes(t))
         if o.needs_record is None or k in o.needs_record:
             self.records[k] = _Record(
                 func, leaves, call.spec, written, buf_src, buf_bytes, rng, legacy_mutates_externals(func)
@@ -362,9 +371,9 @@ class _StepState:
         res = []
         for (src, j), nb in zip(rec.buf_src, rec.buf_bytes, strict=True):
             t = out_leaves[j] if src == "out" else leaves[j]
-            if int(t.untyped_storage().nbytes()) != nb:
+            if storage_nbytes(t) != nb:
                 raise HybridRematError(
-                    f"recomputing forward node {x} ({rec.func}) gave a {t.untyped_storage().nbytes()}-byte buffer, "
+                    f"recomputing forward node {x} ({rec.func}) gave a {storage_nbytes(t)}-byte buffer, "
                     f"the forward made {nb} bytes"
                 )
             res.append(t)
