@@ -481,6 +481,12 @@ class PlannedStep:
         if self.tplan is not None:
             self.stats["budget_bytes"] = self.tplan.budget_bytes
             self.stats["predicted_peak_bytes"] = self.tplan.predicted_peak_bytes
+            if s.acct.peak > self.tplan.budget_bytes:
+                warnings.warn(
+                    f"hybrid_remat.torch: the step held {s.acct.peak} B for backward, over the plan's budget of "
+                    f"{self.tplan.budget_bytes} B" + (f" ({s.fallback})" if s.fallback else ""),
+                    TorchPlanWarning, stacklevel=2,
+                )
         s.hold.clear()
         s.cache.clear()
         s.records.clear()
