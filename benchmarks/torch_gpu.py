@@ -258,6 +258,8 @@ def to_markdown(rows, meta):
         f"Peak = {meta['peak_definition']}. Step time = median of {meta['steps']} steps after a warm-up.",
         "Budget = % of the traced step's keep-all peak (activations, temporaries, incoming gradients).",
         "Saved peak = bytes held for backward by the planned step (autograd-saved, held, recomputed).",
+        "The traced graph does not see library workspaces (cuDNN, cuBLAS) or allocator rounding; the measured",
+        "peak does. Plan step times include the runtime's per-op recording and the recomputation.",
         "",
         f"| model | config | peak ({unit}) | vs no plan | step (ms) | vs no plan | budget ({unit}) "
         f"| predicted peak ({unit}) | saved peak ({unit}) | note |",
