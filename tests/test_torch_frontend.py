@@ -288,6 +288,47 @@ def test_planned_step_is_reusable_and_context_form():
     assert all(p.grad is not None for p in model.parameters())
 
 
+class Zoo(nn.Module):
+    """Many standard layers: GroupNorm, in-place SiLU, Dropout2d, max-pool,
+    TransformerEncoderLayer, MultiheadAttention, GRU, cat/flip/cumsum."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 16, 3, padding=1)
+        self.gn = nn.GroupNorm(4, 16)
+        self.act = nn.SiLU(inplace=True)
+        self.pool = nn.MaxPool2d(2)
+        self.d2 = nn.Dropout2d(0.2)
+        self.enc = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.1, batch_first=True)
+        self.mha = nn.MultiheadAttention(16, 2, dropout=0.1, batch_first=True)
+        self.gru = nn.GRU(16, 16, batch_first=True)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):
+        s = self.d2(self.pool(self.act(self.gn(self.c(x))))).flatten(2).transpose(1, 2)
+        s = self.enc(s)
+        s = s + self.mha(s, s, s)[0]
+        s = self.gru(s)[0]
+        s = torch.cat([s, s.flip(1)], 1).cumsum(1)
+        return self.head(F.adaptive_avg_pool1d(s.transpose(1, 2), 1).squeeze(-1))
+
+
+def test_module_zoo_gradients_match():
+    torch.manual_seed(0)
+    model, x = Zoo(), torch.randn(8, 3, 8, 8)
+    tp = hrt.plan(model, x, budget="75%", time_limit=1, repeats=1)
+    ref = copy.deepcopy(model)
+    torch.manual_seed(3)
+    plain = hrt.measure_step(ref, x)
+    torch.manual_seed(3)
+    r = hrt.measure_step(model, x, hrt.apply(model, tp))
+    assert r["loss"] == pytest.approx(plain["loss"], rel=1e-6)
+    assert r["n_saved_dropped"] > 0 and r["fallback"] is None
+    for (name, a), b in zip(ref.named_parameters(), model.parameters(), strict=True):
+        assert torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-6), name
+    assert r["saved_peak_bytes"] <= SAVED_TOL * tp.budget_bytes
+
+
 class Branchy(nn.Module):
     def __init__(self):
         super().__init__()

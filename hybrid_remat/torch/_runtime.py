@@ -205,9 +205,14 @@ class _StepState:
             self.owners.set(t, k, len(buf_src))
             buf_src.append(("out", j))
             buf_bytes.append(storage_nbytes(t))
+        taken = set()
         for i in call.written_pos:
             if isinstance(leaves[i], _Ref):
                 t = call.leaves[i]
+                key = storage_key(t)
+                if key in taken:
+                    continue
+                taken.add(key)
                 self.owners.set(t, k, len(buf_src))
                 buf_src.append(("arg", i))
                 buf_bytes.append(storage_nbytes(t))
@@ -225,7 +230,9 @@ class _StepState:
         o = self.o
         if own is None:  # a parameter, buffer or input: not an activation
             return _Kept(t)
-        if self.fallback is not None or own[0] >= o.n_fwd or o.keep[own[0]]:
+        # a buffer that a later in-place op takes over holds that op's value when backward reads it
+        own = o.final_owner.get(own, own)
+        if self.fallback is not None or own[0] >= o.n_fwd or o.keep[own[0]] or own[0] not in o.closure:
             w = _Kept(t)
             weakref.finalize(w, self.acct.remove, self.acct.add(t))
             self.n_kept += 1
@@ -438,6 +445,7 @@ class PlannedStep:
             self.held: set = set()
             self.closure: dict = {}
             self.needs_record: set | None = set()
+            self.final_owner: dict = {}
         else:
             from ._planner import _Structure, held_closure
 
@@ -452,6 +460,7 @@ class PlannedStep:
             self.closure = {w: held_closure(g, self.keep, w, st, replayed) for w in dropped}
             self.held = set().union(*self.closure.values()) if self.closure else set()
             self.needs_record = replayed  # the nodes a recomputation may replay
+            self.final_owner = _final_owners(tm.get("moves"))
 
     @contextlib.contextmanager
     def forward(self):
@@ -505,6 +514,22 @@ class PlannedStep:
         finally:
             self.finish()
         return loss.detach()
+
+
+def _final_owners(moves) -> dict:
+    """``(node, buffer) -> (last in-place owner, its buffer index)`` for the
+    buffers later in-place ops take over."""
+    nxt = {}
+    for v, mv in enumerate(moves or ()):
+        for u, ub, vb in mv:
+            nxt[(u, ub)] = (v, vb)
+    final = {}
+    for key in nxt:
+        f = nxt[key]
+        while f in nxt:
+            f = nxt[f]
+        final[key] = f
+    return final
 
 
 class _AllTrue:

@@ -177,6 +177,7 @@ class _TraceMode(TorchDispatchMode):
         self.node_bufs: list[list[int]] = []
         self.overwritten: list[bool] = []
         self.takes_from: list[list[int]] = []
+        self.moves: list[list[list[int]]] = []
 
     def _flops(self, func, args, kwargs, out) -> float:
         try:
@@ -224,7 +225,7 @@ class _TraceMode(TorchDispatchMode):
             o = self.owners.get(call.leaves[i])
             if o is not None and o[0] != v:
                 self.edges.add((o[0], v))
-        bufs, took = [], []
+        bufs, took, moves = [], [], []
         for j in call.new_out_pos:
             t = call.out_leaves[j]
             self.buffers.append([storage_nbytes(t), v])
@@ -242,6 +243,7 @@ class _TraceMode(TorchDispatchMode):
             self.buffers[b][1] = v
             self.overwritten[u] = True
             took.append(u)
+            moves.append([u, ub, len(bufs)])
             bufs.append(b)
             self.owners.set(t, v, len(bufs) - 1)
         first = next((o for o in call.out_leaves if isinstance(o, torch.Tensor)), None)
@@ -256,6 +258,7 @@ class _TraceMode(TorchDispatchMode):
         self.node_bufs.append(bufs)
         self.overwritten.append(False)
         self.takes_from.append(sorted(set(took)))
+        self.moves.append(moves)
         return out
 
 
@@ -299,6 +302,7 @@ def trace(
         the module of their first forward input), ``inplace``, ``random``,
         ``overwritten`` (a later in-place op took one of its buffers),
         ``takes_from`` (the nodes whose buffers an in-place node took),
+        ``moves`` (per node, ``[old owner, its buffer index, new buffer index]``),
         ``shape`` and ``n_forward``.
 
     Examples
@@ -366,6 +370,7 @@ def trace(
             "random": list(mode.random),
             "overwritten": list(mode.overwritten),
             "takes_from": mode.takes_from,
+            "moves": mode.moves,
             "shape": mode.shapes,
             "n_forward": n_fwd,
             "device": str(device),
