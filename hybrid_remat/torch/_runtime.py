@@ -286,23 +286,29 @@ class _StepState:
         ref = obj.ref
         t0 = now()
         with torch.no_grad():
-            outs, _ = self._outputs(ref.node, {})
+            outs, _ = self._outputs(ref.node, {}, ref.buf)
             value = ref.view(outs[ref.buf])
         self.replay_time += now() - t0
         self.consume(ref.node, obj.flag)
         return value
 
-    def _available(self, x, memo):
-        if x in self.cache:
-            return self.cache[x], False
+    def _available(self, x, memo, buf):
+        """``(buffers of x, fresh)`` when buffer ``buf`` of ``x`` is at hand.
+
+        The cache keeps only the buffers ``x`` still owns when backward runs;
+        a buffer a later in-place op took over is found only in ``memo``
+        (this recomputation's fresh values, which may be mutated in place)."""
+        c = self.cache.get(x)
+        if c is not None and c[buf] is not None:
+            return c, False
         if x in self.hold:
             return self.hold[x], False
         if x in memo:
             return memo[x], True
         return None, False
 
-    def _outputs(self, w, memo):
-        got, fresh = self._available(w, memo)
+    def _outputs(self, w, memo, buf):
+        got, fresh = self._available(w, memo, buf)
         if got is not None:
             return got, fresh
         # post-order over the ancestors that must be replayed
@@ -312,7 +318,7 @@ class _StepState:
             if done:
                 order.append(x)
                 continue
-            if x in visited or self._available(x, memo)[0] is not None:
+            if x in visited:
                 continue
             visited.add(x)
             rec = self.records.get(x)
@@ -320,7 +326,10 @@ class _StepState:
                 raise HybridRematError(f"internal: no record to recompute forward node {x}")
             stack.append((x, True))
             for item in rec.leaves:
-                if isinstance(item, _Ref) and item.node not in visited and self._available(item.node, memo)[0] is None:
+                if (
+                    isinstance(item, _Ref) and item.node not in visited
+                    and self._available(item.node, memo, item.buf)[0] is None
+                ):
                     stack.append((item.node, False))
         # free each intermediate right after its last reader in this recomputation
         in_order = set(order)
@@ -328,17 +337,21 @@ class _StepState:
         for x in order:
             for a in {it.node for it in self.records[x].leaves if isinstance(it, _Ref)} & in_order:
                 uses[a] = uses.get(a, 0) + 1
+        moved = self.o.final_owner
         for x in order:
-            if self._available(x, memo)[0] is None:
+            if x not in memo:
                 memo[x] = self._replay(x, memo)
-                if self.pending.get(x, 0) > 0:
-                    self.cache[x] = memo[x]
-                    self.cache_keys[x] = [self.acct.add(t) for t in memo[x]]
+                if self.pending.get(x, 0) > 0 and x not in self.cache:
+                    kept = [None if (x, i) in moved else t for i, t in enumerate(memo[x])]
+                    self.cache[x] = kept
+                    self.cache_keys[x] = [self.acct.add(t) for t in kept if t is not None]
             for a in {it.node for it in self.records[x].leaves if isinstance(it, _Ref)} & in_order:
                 uses[a] -= 1
                 if uses[a] == 0 and a != w:
                     memo.pop(a, None)
-        return self._available(w, memo)
+        if w in memo:
+            return memo[w], True
+        return self._available(w, memo, buf)
 
     def _replay(self, x, memo):
         rec = self.records[x]
@@ -346,16 +359,20 @@ class _StepState:
         consumed = []
         for i, item in enumerate(leaves):
             if isinstance(item, _Ref):
-                outs, fresh = self._available(item.node, memo)
+                outs, fresh = self._available(item.node, memo, item.buf)
                 if outs is None:
-                    outs, fresh = self._outputs(item.node, memo)
+                    outs, fresh = self._outputs(item.node, memo, item.buf)
                 base = outs[item.buf]
                 if i in rec.written:
                     if fresh:
                         consumed.append(item.node)
-                    else:
+                    else:  # never mutate a kept or cached buffer: copy the whole storage (a visible ATen clone)
+                        nbytes = storage_nbytes(base)
+                        whole = torch.empty(0, dtype=torch.uint8, device=base.device).set_(
+                            base.untyped_storage(), 0, (nbytes,), (1,)
+                        ).clone()
                         base = torch.empty(0, dtype=base.dtype, device=base.device).set_(
-                            base.untyped_storage().clone(), base.storage_offset(), base.shape, base.stride()
+                            whole.untyped_storage(), base.storage_offset(), base.shape, base.stride()
                         )
                 leaves[i] = item.view(base)
             elif isinstance(item, torch.Tensor) and (
