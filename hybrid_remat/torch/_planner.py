@@ -64,7 +64,9 @@ class _Structure:
         self.bwd_readers = readers
 
 
-def executable_order(graph: Graph, keep, structure: _Structure | None = None) -> list[int]:
+def executable_order(
+    graph: Graph, keep, structure: _Structure | None = None, groups: list | None = None
+) -> list[int]:
     """The compute sequence the eager runtime performs for keep set ``keep``.
 
     Parameters
@@ -72,6 +74,9 @@ def executable_order(graph: Graph, keep, structure: _Structure | None = None) ->
     keep : array of bool, shape (n_forward,) or (n,)
         ``True``: the forward output is kept for backward (and may serve as
         a recompute input); ``False``: dropped after forward.
+    groups : list, optional
+        Receives ``(u, nodes)`` for each recomputation triggered by backward
+        needing dropped node ``u`` (``nodes``: what it replays, in order).
     """
     st = structure or _Structure(graph)
     n_fwd = st.n_fwd
@@ -86,6 +91,7 @@ def executable_order(graph: Graph, keep, structure: _Structure | None = None) ->
         local: set[int] = set()
         visited: set[int] = set()
         stack = [(u, False)]
+        start = len(seq)
         while stack:
             x, done = stack.pop()
             if done:
@@ -104,6 +110,8 @@ def executable_order(graph: Graph, keep, structure: _Structure | None = None) ->
             for a in reversed(preds[x]):
                 if not (avail[a] or materialized[a] or a in local or a in visited):
                     stack.append((a, False))
+        if groups is not None:
+            groups.append((u, seq[start:]))
 
     for b in range(n_fwd, st.n):
         for u in preds[b]:

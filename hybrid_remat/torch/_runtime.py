@@ -176,6 +176,7 @@ class _StepState:
         self.n_replayed = 0
         self.replay_time = 0.0
         self.bytes_at_backward = 0
+        self.groups_left = {a: set(us) for a, us in owner.readers_of_held.items()}
 
     # ------------------------------------------------------------ forward
     def on_call(self, func, args, kwargs, out, rng):
@@ -285,10 +286,18 @@ class _StepState:
             return obj.t
         ref = obj.ref
         t0 = now()
+        replays = self._available(ref.node, {}, ref.buf)[0] is None
         with torch.no_grad():
             outs, _ = self._outputs(ref.node, {}, ref.buf)
             value = ref.view(outs[ref.buf])
         self.replay_time += now() - t0
+        if replays:
+            for a in self.o.group_reads.get(ref.node, ()):
+                left = self.groups_left.get(a)
+                if left is not None:
+                    left.discard(ref.node)
+                    if not left:
+                        self._release_hold(a)
         self.consume(ref.node, obj.flag)
         return value
 
@@ -463,8 +472,10 @@ class PlannedStep:
             self.closure: dict = {}
             self.needs_record: set | None = set()
             self.final_owner: dict = {}
+            self.group_reads = {}
+            self.readers_of_held = {}
         else:
-            from ._planner import _Structure, held_closure
+            from ._planner import _Structure, executable_order, held_closure
 
             g = tplan.graph
             tm = g.meta["torch"]
@@ -476,7 +487,20 @@ class PlannedStep:
             replayed: set = set()
             self.closure = {w: held_closure(g, self.keep, w, st, replayed) for w in dropped}
             self.held = set().union(*self.closure.values()) if self.closure else set()
-            self.needs_record = replayed  # the nodes a recomputation may replay
+            self.replay_set = replayed  # the nodes a planned recomputation replays
+            self.needs_record = None  # record every forward node: a value released early can still be rebuilt
+            # release each held value once every planned recomputation that reads it has run (as the
+            # plan frees it after its last use), whatever order autograd unpacks in
+            groups: list = []
+            executable_order(g, self.keep, st, groups)
+            self.group_reads: dict = {}
+            for u, nodes in groups:
+                reads = {a for x in nodes for a in st.preds[x] if a in self.held}
+                self.group_reads.setdefault(u, set()).update(reads)
+            self.readers_of_held: dict = {}
+            for u, reads in self.group_reads.items():
+                for a in reads:
+                    self.readers_of_held.setdefault(a, set()).add(u)
             self.final_owner = _final_owners(tm.get("moves"))
 
     @contextlib.contextmanager
