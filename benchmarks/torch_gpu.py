@@ -15,7 +15,9 @@ Usage::
     python benchmarks/torch_gpu.py --out benchmarks/results          # GPU, ~3-5 min on one H200
     python benchmarks/torch_gpu.py --device cpu --quick --out /tmp/t  # smoke run, ~1 min
 
-Writes ``torch_<device>[_quick].md`` and ``.json`` into ``--out``.
+Writes ``torch_<device>[_quick].md`` and ``.json`` into ``--out`` and, on CUDA,
+the two traced steps as ``remat-graph/1`` graphs (``torch_<model>_graph.json.gz``,
+GPU-timed, with module paths), readable by ``hybrid_remat.load_graph``.
 """
 
 from __future__ import annotations
@@ -210,6 +212,21 @@ def bench_case(name, model, inputs, loss_fn, device, args, log):
     trace_s = time.perf_counter() - t0
     kap = keep_all_peak(graph)
     log(f"[{name}] traced {graph.n} nodes in {trace_s:.1f}s, keep-all peak {kap / 2**30:.3f} GiB")
+    if device.type == "cuda" and not args.quick:  # the traced step, as a profiled remat-graph/1 graph
+        try:
+            from hybrid_remat.torch.export import write_remat_graph
+
+            path = os.path.join(args.out, f"torch_{name}_graph.json.gz")
+            write_remat_graph(
+                path, graph, overwrite=True,
+                params_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
+                input_bytes=sum(x.numel() * x.element_size() for x in inputs),
+                measured_peak_bytes={"gpu_above_base": rows[0]["peak_bytes"]},
+                device_name=torch.cuda.get_device_name(device),
+            )
+            log(f"[{name}] wrote {path}")
+        except Exception as e:  # noqa: BLE001 - a by-product; never fail the run for it
+            log(f"[{name}] could not write the graph: {e}")
     for pct in args.budgets:
         reset()
         t0 = time.perf_counter()

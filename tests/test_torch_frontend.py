@@ -439,6 +439,26 @@ def test_cli_writes_plan_and_refuses_overwrite(tmp_path, capsys):
         cli, args = _cli_args(bad, tmp_path / "x.json")
         with pytest.raises(HybridRematError, match=msg):
             cli.run(args)
+    cli, args = _cli_args(f"{mod}:make", tmp_path / "y.json", "--input-shape", "3,7")  # a second, wrong input
+    with pytest.raises(HybridRematError, match="tracing .* failed"):
+        cli.run(args)
+
+
+def test_export_as_remat_graph_round_trip(tmp_path):
+    from hybrid_remat import load_graph
+    from hybrid_remat.torch.export import write_remat_graph
+
+    _, _, _, g = traced("resnet")
+    with pytest.raises(HybridRematError, match="GPU times"):
+        write_remat_graph(tmp_path / "cpu.json.gz", g)
+    as_gpu = g.with_costs({"gpu": g.cost("cpu")})  # stand-in for a CUDA trace
+    path = tmp_path / "g.json.gz"
+    write_remat_graph(path, as_gpu, params_bytes=100, input_bytes=10)
+    back = load_graph(path)
+    assert back.n == g.n and np.array_equal(back.bytes, g.bytes) and np.array_equal(back.edges(), g.edges())
+    assert np.array_equal(back.required, g.required) and np.array_equal(back.phase, g.phase)
+    assert np.allclose(back.cost("gpu"), g.cost("cpu")) and np.allclose(back.cost("cpu"), g.cost("cpu"))
+    assert keep_all_peak(back) == keep_all_peak(g)
 
 
 def test_missing_torch_gives_install_hint():

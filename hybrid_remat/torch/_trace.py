@@ -345,8 +345,10 @@ def trace(
     if n == 0:
         raise GraphError("the traced step ran no ATen operator")
     nbytes = np.zeros(n, dtype=np.int64)
+    out_bytes: list[list[int]] = [[] for _ in range(n)]
     for size, owner in mode.buffers:
         nbytes[owner] += size
+        out_bytes[owner].append(int(size))
     phase = np.asarray(mode.phases, dtype=np.int8)
     n_fwd = int((phase == 0).sum())
     if n_fwd == 0 or not np.all(phase[:n_fwd] == 0):
@@ -372,6 +374,7 @@ def trace(
             "takes_from": mode.takes_from,
             "moves": mode.moves,
             "shape": mode.shapes,
+            "out_bytes": out_bytes,
             "n_forward": n_fwd,
             "device": str(device),
             "costs": costs,

@@ -116,6 +116,8 @@ def run(args) -> int:
         device = torch.device(args.device)
     except RuntimeError as e:
         raise HybridRematError(f"bad --device {args.device!r}: {e}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise HybridRematError("--device cuda: this torch has no CUDA device")
     torch.manual_seed(args.seed)
     try:
         model = factory()
@@ -132,8 +134,8 @@ def run(args) -> int:
         )
     except HybridRematError:
         raise
-    except RuntimeError as e:  # torch errors from the user's model (shape mismatch, device)
-        raise HybridRematError(f"tracing {args.factory} failed: {e}".splitlines()[0]) from None
+    except Exception as e:  # noqa: BLE001 - errors from the user's model (shapes, dtypes, devices)
+        raise HybridRematError(f"tracing {args.factory} failed: {type(e).__name__}: {e}".splitlines()[0]) from None
     tp.write(args.out, overwrite=args.force)
     s = tp.summary()
     print(
