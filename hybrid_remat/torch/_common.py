@@ -15,11 +15,10 @@ from dataclasses import dataclass
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._pytree import tree_flatten
 
 __all__ = [
     "storage_key", "storage_nbytes", "OpCall", "classify_call", "is_random", "capture_rng", "restore_rng",
-    "sync", "now", "legacy_mutates_externals", "weak",
+    "sync", "now", "legacy_mutates_externals", "weak", "flatten", "unflatten", "tree_leaves", "is_pure_view",
 ]
 
 
@@ -38,6 +37,41 @@ def storage_nbytes(t: torch.Tensor) -> int:
         return int(t.untyped_storage().nbytes())
     except (RuntimeError, NotImplementedError, TypeError):
         return 0
+
+
+def flatten(obj, leaves: list):
+    """Flatten the tuples, lists and dicts of an ATen call's arguments or
+    outputs into ``leaves``; returns the spec for :func:`unflatten` (much
+    cheaper than ``torch.utils._pytree`` for these plain containers)."""
+    t = type(obj)
+    if t is tuple or t is list:
+        return (t, [flatten(x, leaves) for x in obj])
+    if t is dict:
+        return (dict, [(k, flatten(v, leaves)) for k, v in obj.items()])
+    leaves.append(obj)
+    return None
+
+
+def _build(spec, it):
+    if spec is None:
+        return next(it)
+    t, items = spec
+    if t is dict:
+        return {k: _build(v, it) for k, v in items}
+    return t([_build(v, it) for v in items])
+
+
+def unflatten(spec, leaves: list):
+    """Rebuild what :func:`flatten` took apart, from ``leaves``.  (No
+    closures: a self-referencing closure would keep the tensors alive in a
+    reference cycle until the garbage collector runs.)"""
+    return _build(spec, iter(leaves))
+
+
+def tree_leaves(obj) -> list:
+    out: list = []
+    flatten(obj, out)
+    return out
 
 
 def is_random(func) -> bool:
@@ -64,7 +98,7 @@ def _written_ids(func, args, kwargs) -> set:
             v = kwargs.get(a.name)
         else:
             v = args[i]
-        for leaf in tree_flatten(v)[0]:
+        for leaf in tree_leaves(v):
             if isinstance(leaf, torch.Tensor):
                 out.add(id(leaf))
     return out
@@ -101,15 +135,33 @@ class OpCall:
         return bool(self.new_out_pos or self.written_pos)
 
 
+_PURE_VIEW: dict = {}
+
+
+def is_pure_view(func) -> bool:
+    """True for ops whose outputs only alias their inputs and that write
+    nothing (``view``, ``t``, ``expand``, ``detach``...): never a node."""
+    r = _PURE_VIEW.get(func)
+    if r is None:
+        schema = getattr(func, "_schema", None)
+        writes = schema is not None and any(
+            a.alias_info is not None and a.alias_info.is_write for a in schema.arguments
+        )
+        r = bool(getattr(func, "is_view", False)) and not writes
+        _PURE_VIEW[func] = r
+    return r
+
+
 def classify_call(func, args, kwargs, out) -> OpCall:
     """Classify a finished call: which outputs are new storages, which
     inputs were written."""
-    leaves, spec = tree_flatten((args, kwargs))
+    leaves: list = []
+    spec = flatten((tuple(args), dict(kwargs)), leaves)
     in_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
     wid = _written_ids(func, args, kwargs)
     written_pos = [i for i in in_pos if id(leaves[i]) in wid]
     in_keys = {storage_key(leaves[i]) for i in in_pos}
-    out_leaves = tree_flatten(out)[0]
+    out_leaves = tree_leaves(out)
     new_out_pos, seen = [], set()
     for j, o in enumerate(out_leaves):
         if isinstance(o, torch.Tensor):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._common import classify_call, storage_key, storage_nbytes, weak
+from ._common import classify_call, is_pure_view, storage_key, storage_nbytes, weak
 
 __all__ = ["LiveBytes", "measure_step"]
 
@@ -42,6 +42,8 @@ class LiveBytes(TorchDispatchMode):
         out = func(*args, **kwargs)
         self.tick += 1
         self._sweep()
+        if is_pure_view(func):
+            return out
         call = classify_call(func, args, kwargs, out)
         for j in call.new_out_pos:
             t = call.out_leaves[j]

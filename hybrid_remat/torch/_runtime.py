@@ -47,18 +47,20 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_unflatten
 
 from ..errors import HybridRematError
 from ._common import (
     capture_rng,
     classify_call,
+    is_pure_view,
     is_random,
     legacy_mutates_externals,
     now,
     restore_rng,
     storage_key,
     storage_nbytes,
+    tree_leaves,
+    unflatten,
 )
 from ._trace import OwnerMap, as_inputs, default_loss
 
@@ -388,7 +390,7 @@ class _StepState:
                 i in rec.written or (rec.legacy and not item.requires_grad)
             ):
                 leaves[i] = item.clone()
-        args, kwargs = tree_unflatten(leaves, rec.spec)
+        args, kwargs = unflatten(rec.spec, leaves)
         if rec.rng is not None:
             saved = capture_rng()
             restore_rng(rec.rng)
@@ -398,9 +400,7 @@ class _StepState:
             if rec.rng is not None:
                 restore_rng(saved)
         self.n_replayed += 1
-        from torch.utils._pytree import tree_flatten
-
-        out_leaves = tree_flatten(out)[0]
+        out_leaves = tree_leaves(out)
         res = []
         for (src, j), nb in zip(rec.buf_src, rec.buf_bytes, strict=True):
             t = out_leaves[j] if src == "out" else leaves[j]
@@ -422,6 +422,8 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if is_pure_view(func):
+            return func(*args, **kwargs)
         rng = capture_rng() if is_random(func) else None
         out = func(*args, **kwargs)
         self.state.on_call(func, args, kwargs, out, rng)

@@ -31,19 +31,20 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_unflatten
 
 from ..errors import GraphError, HybridRematError
 from ..graph import Graph
 from ._common import (
     capture_rng,
     classify_call,
+    is_pure_view,
     is_random,
     now,
     restore_rng,
     storage_key,
     storage_nbytes,
     sync,
+    unflatten,
     weak,
 )
 
@@ -190,6 +191,8 @@ class _TraceMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if is_pure_view(func):
+            return func(*args, **kwargs)
         rnd = is_random(func)
         rng_before = capture_rng() if (rnd and self.repeats) else None
         sync(self.device_type)
@@ -208,7 +211,7 @@ class _TraceMode(TorchDispatchMode):
                 leaves = list(call.leaves)
                 for i in call.written_pos:
                     leaves[i] = leaves[i].clone()
-                a2, k2 = tree_unflatten(leaves, call.spec)
+                a2, k2 = unflatten(call.spec, leaves)
                 if rnd:
                     restore_rng(rng_before)
                 sync(self.device_type)
