@@ -179,6 +179,7 @@ class _StepState:
         self.replay_time = 0.0
         self.bytes_at_backward = 0
         self.groups_left = {a: set(us) for a, us in owner.readers_of_held.items()}
+        self.deferred: set = set()
 
     # ------------------------------------------------------------ forward
     def on_call(self, func, args, kwargs, out, rng):
@@ -267,6 +268,18 @@ class _StepState:
         for key in self.cache_keys.pop(w, ()):
             self.acct.remove(key)
 
+    def _drop_unneeded(self):
+        """Drop cached values no pending handle will unpack and no pending
+        recomputation reads (autograd may unpack a value before the other
+        saved tensors of the same backward node that are recomputed from it)."""
+        if not self.deferred:
+            return
+        waiting = [u for u, c in self.pending.items() if c > 0 and u not in self.cache]
+        for w in list(self.deferred):
+            if not any(w in self.o.replays_of.get(u, ()) for u in waiting):
+                self.deferred.discard(w)
+                self._drop_cache(w)
+
     def consume(self, w, flag):
         if flag[0]:
             return
@@ -276,7 +289,8 @@ class _StepState:
         if not self.forward_done:
             return
         if left <= 0:
-            self._drop_cache(w)
+            self.deferred.add(w)
+            self._drop_unneeded()
         for a in self.o.closure.get(w, ()):
             u = self.hold_users.get(a, 0) - 1
             self.hold_users[a] = u
@@ -301,6 +315,7 @@ class _StepState:
                     if not left:
                         self._release_hold(a)
         self.consume(ref.node, obj.flag)
+        self._drop_unneeded()
         return value
 
     def _available(self, x, memo, buf):
@@ -474,6 +489,7 @@ class PlannedStep:
             self.closure: dict = {}
             self.needs_record: set | None = set()
             self.final_owner: dict = {}
+            self.replays_of: dict = {}
             self.group_reads = {}
             self.readers_of_held = {}
         else:
@@ -486,10 +502,13 @@ class PlannedStep:
             self.keep = np.asarray(tplan.keep, dtype=bool)
             st = _Structure(g)
             dropped = [int(w) for w in np.flatnonzero(~self.keep) if st.bwd_readers[w] > 0]
-            replayed: set = set()
-            self.closure = {w: held_closure(g, self.keep, w, st, replayed) for w in dropped}
+            self.closure, self.replays_of = {}, {}
+            for w in dropped:
+                rep: set = set()
+                self.closure[w] = held_closure(g, self.keep, w, st, rep)
+                self.replays_of[w] = rep
             self.held = set().union(*self.closure.values()) if self.closure else set()
-            self.replay_set = replayed  # the nodes a planned recomputation replays
+            self.replay_set = set().union(*self.replays_of.values()) if self.replays_of else set()
             self.needs_record = None  # record every forward node: a value released early can still be rebuilt
             # release each held value once every planned recomputation that reads it has run (as the
             # plan frees it after its last use), whatever order autograd unpacks in
