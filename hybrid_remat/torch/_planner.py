@@ -88,30 +88,25 @@ def executable_order(
     preds = st.preds
 
     def recompute(u):
-        local: set[int] = set()
-        visited: set[int] = set()
-        stack = [(u, False)]
-        start = len(seq)
+        # what must be replayed, then replayed in forward order (as the runtime does): a reader of a
+        # buffer's old value always runs before the in-place op that overwrites it
+        need: set[int] = set()
+        stack = [u]
         while stack:
-            x, done = stack.pop()
-            if done:
-                seq.append(x)
-                for t in st.takes_from[x]:
-                    local.discard(t)  # its buffer now holds x's value
-                if remaining[x] > 0:
-                    materialized[x] = True
-                else:
-                    local.add(x)
+            x = stack.pop()
+            if x in need or avail[x] or materialized[x]:
                 continue
-            if x in visited or avail[x] or materialized[x] or x in local:
-                continue
-            visited.add(x)
-            stack.append((x, True))
-            for a in reversed(preds[x]):
-                if not (avail[a] or materialized[a] or a in local or a in visited):
-                    stack.append((a, False))
+            need.add(x)
+            for a in preds[x]:
+                if not (avail[a] or materialized[a] or a in need):
+                    stack.append(a)
+        nodes = sorted(need)
+        seq.extend(nodes)
+        for x in nodes:
+            if remaining[x] > 0:
+                materialized[x] = True
         if groups is not None:
-            groups.append((u, seq[start:]))
+            groups.append((u, nodes))
 
     for b in range(n_fwd, st.n):
         for u in preds[b]:

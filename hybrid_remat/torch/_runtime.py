@@ -357,7 +357,9 @@ class _StepState:
                     and self._available(item.node, memo, item.buf)[0] is None
                 ):
                     stack.append((item.node, False))
-        # free each intermediate right after its last reader in this recomputation
+        # replay in forward order (readers of a buffer's old value before the in-place op that
+        # overwrites it) and free each intermediate right after its last reader in this recomputation
+        order.sort()
         in_order = set(order)
         uses: dict[int, int] = {}
         for x in order:
