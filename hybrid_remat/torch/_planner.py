@@ -331,6 +331,24 @@ def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: 
     tried = list(uniq.values())
     fitting = [c for c in tried if ev.fits(c)]
     best = min(fitting, key=lambda c: (c.result.total_time, c.peak)) if fitting else None
+
+    # polish: keep back dropped outputs one by one, most recompute time per byte first, while the
+    # budget still holds (bounded by the time limit and an evaluation count)
+    if best is not None:
+        dropped = np.flatnonzero(~best.keep & (nbytes[:n_fwd] > 0))
+        dropped = dropped[np.argsort(-(cost[dropped] / (nbytes[dropped] + 1.0)), kind="stable")]
+        cur = best
+        for v in dropped[:300]:
+            if time.perf_counter() > t_end:
+                break
+            k = cur.keep.copy()
+            k[v] = True
+            c = ev(k, best.family + "+polish")
+            if ev.fits(c) and c.result.total_time <= cur.result.total_time:
+                cur = c
+        if cur is not best:
+            tried.append(cur)
+            best = cur
     report = [
         {"family": c.family, "peak_bytes": c.peak, "time_s": c.result.total_time, "fits": ev.fits(c),
          "n_dropped": int((~c.keep).sum())}
