@@ -249,7 +249,9 @@ def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: 
 
     Returns
     -------
-    (best, tried) : (_Candidate or None, list of dict)
+    (best, tried, evaluator) : (_Candidate or None, list of dict, _Evaluator)
+        ``tried`` summarises each candidate; ``evaluator.seen`` holds every
+        keep set evaluated.
     """
     t_end = time.perf_counter() + max(float(time_limit), 0.0)
     ev = _Evaluator(problem)
@@ -365,7 +367,7 @@ def _solver_plans(problem: Problem, time_limit: float):
         anytime_solve = None
     if anytime_solve is not None:
         try:
-            res = anytime_solve(problem, time_limit)
+            res = anytime_solve(problem, time_limit=time_limit)
             plan = getattr(res, "plan", None)
             if plan is not None:
                 yield "anytime_solve", plan
