@@ -229,6 +229,29 @@ def test_solver_plans_map_back_to_the_same_keep_set(name):
         assert hrt.executable_plan(g, again, "cpu") == plan
 
 
+def test_anytime_solve_plans_are_mapped_and_resimulated(monkeypatch):
+    import types
+
+    from hybrid_remat.torch._planner import search_keep_set
+
+    _, _, _, g = traced("resnet")
+    n_fwd = g.meta["torch"]["n_forward"]
+    keep = np.zeros(n_fwd, dtype=bool)
+    keep[::3] = True
+    calls = []
+
+    def anytime_solve(problem, time_limit):
+        calls.append(time_limit)
+        return types.SimpleNamespace(plan=hrt.executable_plan(g, keep, "cpu"))
+
+    monkeypatch.setitem(sys.modules, "hybrid_remat.anytime", types.SimpleNamespace(anytime_solve=anytime_solve))
+    problem = Problem.single(g, "100%", device="cpu")
+    best, tried, ev = search_keep_set(problem, time_limit=1)
+    assert calls and any(t["family"] == "anytime_solve" for t in tried)
+    mapped = [c for c in ev.seen.values() if c.family == "anytime_solve"]
+    assert mapped and mapped[0].plan == hrt.executable_plan(g, mapped[0].keep, "cpu")
+
+
 def test_budget_below_reach_raises():
     model, x, loss_fn, g = traced("resnet")
     with pytest.raises(BudgetError, match="smallest feasible budget"):
