@@ -1,0 +1,512 @@
+"""Plans that an eager training step can execute: keep or drop each forward
+node's output, recompute dropped ones lazily in backward.
+
+What eager PyTorch can follow is a *keep set* ``K`` over the forward nodes:
+the forward runs once in program order; a saved tensor whose producer is not
+in ``K`` is dropped and recomputed when backward first needs it (from kept
+inputs, recomputing dropped ancestors on the way); a recomputed value that
+backward reads again stays cached until its last reader, intermediates are
+freed at once.  :func:`executable_order` writes exactly that compute sequence
+for a graph, so :func:`~hybrid_remat.simulate.simulate` predicts the memory
+and time of what the runtime does.
+
+The search tries several families of keep sets and keeps the fastest one
+that the simulator confirms under the budget:
+
+* ``drop-cheap``: drop the forward outputs with the most bytes per second of
+  recompute first (binary search on how many);
+* ``segments``: keep only *cut* nodes (every path from the forward past to
+  the forward future goes through them) at about every ``S`` bytes of
+  saved activations (Chen et al.'s sqrt(n) idea), then keep back the outputs
+  that are most expensive to recompute while the budget allows;
+* any plan from ``hybrid_remat.anytime.anytime_solve`` (when installed) or
+  from the registered heuristics, mapped to the keep set it holds when
+  backward starts and re-simulated as executed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..budgets import format_bytes, keep_all_peak, parse_budget
+from ..errors import BudgetError, HybridRematError
+from ..graph import Graph
+from ..plan import OP_COMPUTE, Plan, plan_from_order, plan_to_json, write_plan
+from ..problem import Problem
+from ..simulate import SimulationResult, simulate
+
+__all__ = [
+    "TorchPlan", "executable_order", "executable_plan", "held_closure", "search_keep_set", "keep_set_from_plan",
+]
+
+
+class _Structure:
+    """Python-list views of a traced graph used by the order builder."""
+
+    def __init__(self, graph: Graph):
+        tm = graph.meta.get("torch")
+        if not tm:
+            raise HybridRematError(f"graph {graph.name!r} was not traced by hybrid_remat.torch.trace")
+        self.g = graph
+        self.n = graph.n
+        self.n_fwd = int(tm["n_forward"])
+        self.preds = [graph.preds(v).tolist() for v in range(self.n)]
+        self.overwritten = np.asarray(tm["overwritten"], dtype=bool)
+        self.takes_from = [list(x) for x in tm.get("takes_from", [[] for _ in range(self.n)])]
+        readers = np.zeros(self.n, dtype=np.int64)
+        for b in range(self.n_fwd, self.n):
+            for u in set(self.preds[b]):
+                if u < self.n_fwd:
+                    readers[u] += 1
+        self.bwd_readers = readers
+
+
+def executable_order(
+    graph: Graph, keep, structure: _Structure | None = None, groups: list | None = None
+) -> list[int]:
+    """The compute sequence the eager runtime performs for keep set ``keep``.
+
+    Parameters
+    ----------
+    keep : array of bool, shape (n_forward,) or (n,)
+        ``True``: the forward output is kept for backward (and may serve as
+        a recompute input); ``False``: dropped after forward.
+    groups : list, optional
+        Receives ``(u, nodes)`` for each recomputation triggered by backward
+        needing dropped node ``u`` (``nodes``: what it replays, in order).
+    """
+    st = structure or _Structure(graph)
+    n_fwd = st.n_fwd
+    keep = np.asarray(keep, dtype=bool)[:n_fwd]
+    avail = keep & ~st.overwritten[:n_fwd]
+    remaining = st.bwd_readers.copy()
+    materialized = np.zeros(st.n, dtype=bool)
+    seq = list(range(n_fwd))
+    preds = st.preds
+
+    def recompute(u):
+        # what must be replayed, then replayed in forward order (as the runtime does): a reader of a
+        # buffer's old value always runs before the in-place op that overwrites it
+        need: set[int] = set()
+        stack = [u]
+        while stack:
+            x = stack.pop()
+            if x in need or avail[x] or materialized[x]:
+                continue
+            need.add(x)
+            for a in preds[x]:
+                if not (avail[a] or materialized[a] or a in need):
+                    stack.append(a)
+        nodes = sorted(need)
+        seq.extend(nodes)
+        for x in nodes:
+            if remaining[x] > 0:
+                materialized[x] = True
+        if groups is not None:
+            groups.append((u, nodes))
+
+    for b in range(n_fwd, st.n):
+        for u in preds[b]:
+            if u < n_fwd and not keep[u] and not materialized[u]:
+                recompute(u)
+        seq.append(b)
+        for u in set(preds[b]):
+            if u < n_fwd:
+                remaining[u] -= 1
+                if remaining[u] <= 0:
+                    materialized[u] = False
+    return seq
+
+
+def executable_plan(graph: Graph, keep, device: str, structure: _Structure | None = None) -> Plan:
+    """:func:`executable_order` as a plan (each value freed after its last use)."""
+    return plan_from_order(graph, executable_order(graph, keep, structure), device, {"solver": "torch_keep_set"})
+
+
+def held_closure(graph: Graph, keep, w: int, structure: _Structure | None = None, replayed: set | None = None) -> list[int]:
+    """Kept nodes whose outputs recomputing ``w`` reads (through dropped or
+    overwritten ancestors).  ``replayed``, when given, receives ``w`` and the
+    ancestors that must be replayed with it."""
+    st = structure or _Structure(graph)
+    keep = np.asarray(keep, dtype=bool)
+    out, seen, stack = set(), {w}, [w]
+    if replayed is not None:
+        replayed.add(w)
+    while stack:
+        x = stack.pop()
+        for a in st.preds[x]:
+            if a in seen:
+                continue
+            seen.add(a)
+            if keep[a] and not st.overwritten[a]:
+                out.add(a)
+            else:
+                stack.append(a)
+                if replayed is not None:
+                    replayed.add(a)
+    return sorted(out)
+
+
+def keep_set_from_plan(graph: Graph, plan: Plan, n_fwd: int) -> np.ndarray:
+    """Forward nodes resident once every forward node has been computed
+    (before the next compute step: a recompute or the first backward node)."""
+    resident = np.zeros(graph.n, dtype=bool)
+    seen = np.zeros(n_fwd, dtype=bool)
+    n_seen = 0
+    for o, v in zip(plan.op.tolist(), plan.node.tolist(), strict=True):
+        if o == OP_COMPUTE:
+            if n_seen == n_fwd or v >= n_fwd:
+                break
+            resident[v] = True
+            if not seen[v]:
+                seen[v] = True
+                n_seen += 1
+        elif o == 1:
+            resident[v] = False
+    return resident[:n_fwd]
+
+
+# ------------------------------------------------------------------ search
+@dataclass
+class _Candidate:
+    family: str
+    keep: np.ndarray
+    plan: Plan
+    result: SimulationResult
+
+    @property
+    def peak(self) -> int:
+        return next(iter(self.result.peak_bytes.values()))
+
+
+class _Evaluator:
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        self.g = problem.graph
+        self.st = _Structure(self.g)
+        self.device = problem.primary.name
+        self.budget = int(problem.budgets[0])
+        self.seen: dict[bytes, _Candidate] = {}
+        self.n_evals = 0
+
+    def __call__(self, keep: np.ndarray, family: str) -> _Candidate:
+        keep = np.asarray(keep, dtype=bool)
+        key = np.packbits(keep).tobytes()
+        if key in self.seen:
+            return self.seen[key]
+        self.n_evals += 1
+        plan = executable_plan(self.g, keep, self.device, self.st)
+        res = simulate(self.problem, plan, check_budget=False)
+        if not res.valid:  # an order-builder bug, never a budget matter
+            raise HybridRematError(f"internal: executable plan invalid: {res.error}")
+        c = _Candidate(family, keep.copy(), plan, res)
+        self.seen[key] = c
+        return c
+
+    def fits(self, c: _Candidate) -> bool:
+        return c.peak <= self.budget
+
+
+def _cut_nodes(st: _Structure) -> np.ndarray:
+    """Forward nodes ``v`` with no forward edge from before ``v`` to after ``v``."""
+    n_fwd = st.n_fwd
+    reach = np.arange(n_fwd)
+    for v in range(n_fwd):
+        for u in st.preds[v]:
+            if u < n_fwd and v > reach[u]:
+                reach[u] = v
+    cut = np.zeros(n_fwd, dtype=bool)
+    far = -1
+    for v in range(n_fwd):
+        if far <= v and not st.overwritten[v]:
+            cut[v] = True
+        far = max(far, reach[v])
+    return cut
+
+
+def _binary_search(ev: _Evaluator, make, lo: int, hi: int, family: str, increasing_memory: bool):
+    """Smallest (or largest) parameter in [lo, hi] whose keep set fits."""
+    best = None
+    a, b = lo, hi
+    while a <= b:
+        mid = (a + b) // 2
+        c = ev(make(mid), family)
+        ok = ev.fits(c)
+        if ok:
+            best = c
+        if ok == increasing_memory:
+            a = mid + 1
+        else:
+            b = mid - 1
+    return best
+
+
+def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: bool = True) -> tuple:
+    """Find the fastest executable keep set within ``problem``'s budget.
+
+    Returns
+    -------
+    (best, tried, evaluator) : (_Candidate or None, list of dict, _Evaluator)
+        ``tried`` summarises each candidate; ``evaluator.seen`` holds every
+        keep set evaluated.
+    """
+    t_end = time.perf_counter() + max(float(time_limit), 0.0)
+    ev = _Evaluator(problem)
+    st = ev.st
+    g = ev.g
+    n_fwd = st.n_fwd
+    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
+    nbytes = g.bytes.astype(np.float64)
+    tried: list[_Candidate] = []
+
+    all_keep = np.ones(n_fwd, dtype=bool)
+    tried.append(ev(all_keep, "keep_all"))
+
+    # family A: drop the most bytes per recompute second first
+    fwd = np.arange(n_fwd)
+    cand = fwd[nbytes[:n_fwd] > 0]
+    rc = cost[cand] + np.array([cost[st.takes_from[v]].sum() if st.takes_from[v] else 0.0 for v in cand])
+    score = nbytes[cand] / (rc + 1e-9)
+    order_a = cand[np.argsort(-score, kind="stable")]
+
+    def drop_prefix(p):
+        k = all_keep.copy()
+        k[order_a[:p]] = False
+        return k
+
+    best_a = _binary_search(ev, drop_prefix, 0, len(order_a), "drop-cheap", increasing_memory=False)
+    if best_a is not None:
+        tried.append(best_a)
+    tried.append(ev(drop_prefix(len(order_a)), "drop-all"))
+
+    # family B: segments between kept cut nodes, then keep back expensive outputs
+    cuts = np.flatnonzero(_cut_nodes(st))
+    saved = nbytes[:n_fwd] * (st.bwd_readers[:n_fwd] > 0)
+    total_saved = float(saved.sum())
+    seg_best = []
+    if len(cuts) and total_saved > 0:
+        csum = np.cumsum(saved)
+        for i in range(12):
+            S = total_saved / (2.0 ** (i / 1.5))
+            keep = np.zeros(n_fwd, dtype=bool)
+            last = 0.0
+            for v in cuts:
+                if csum[v] - last >= S:
+                    keep[v] = True
+                    last = csum[v]
+            c = ev(keep, f"segments(S={format_bytes(S)})")
+            if ev.fits(c):
+                seg_best.append(c)
+        seg_best.sort(key=lambda c: c.result.total_time)
+        for base in seg_best[:2]:
+            dropped = np.flatnonzero(~base.keep & (nbytes[:n_fwd] > 0))
+            if not len(dropped):
+                continue
+            worth = cost[dropped] / (nbytes[dropped] + 1.0)
+            order_c = dropped[np.argsort(-worth, kind="stable")]
+
+            def keep_back(q, base=base, order_c=order_c):
+                k = base.keep.copy()
+                k[order_c[:q]] = True
+                return k
+
+            c = _binary_search(ev, keep_back, 0, len(order_c), base.family + "+expensive", increasing_memory=True)
+            if c is not None:
+                tried.append(c)
+        tried.extend(seg_best[:2])
+
+    # plans from the library's solvers, as executed
+    if use_solvers and time.perf_counter() < t_end:
+        for family, plan in _solver_plans(problem, max(t_end - time.perf_counter(), 0.5)):
+            try:
+                keep = keep_set_from_plan(g, plan, n_fwd)
+            except Exception:  # noqa: BLE001 - a foreign plan that does not map is skipped
+                continue
+            tried.append(ev(keep, family))
+
+    uniq: dict[int, _Candidate] = {}
+    for c in tried:
+        uniq.setdefault(id(c), c)
+    tried = list(uniq.values())
+    fitting = [c for c in tried if ev.fits(c)]
+    best = min(fitting, key=lambda c: (c.result.total_time, c.peak)) if fitting else None
+
+    # polish: keep back dropped outputs one by one, most recompute time per byte first, while the
+    # budget still holds (bounded by the time limit and an evaluation count)
+    if best is not None:
+        dropped = np.flatnonzero(~best.keep & (nbytes[:n_fwd] > 0))
+        dropped = dropped[np.argsort(-(cost[dropped] / (nbytes[dropped] + 1.0)), kind="stable")]
+        cur = best
+        for v in dropped[:300]:
+            if time.perf_counter() > t_end:
+                break
+            k = cur.keep.copy()
+            k[v] = True
+            c = ev(k, best.family + "+polish")
+            if ev.fits(c) and c.result.total_time <= cur.result.total_time:
+                cur = c
+        if cur is not best:
+            tried.append(cur)
+            best = cur
+    report = [
+        {"family": c.family, "peak_bytes": c.peak, "time_s": c.result.total_time, "fits": ev.fits(c),
+         "n_dropped": int((~c.keep).sum())}
+        for c in tried
+    ]
+    return best, report, ev
+
+
+def _solver_plans(problem: Problem, time_limit: float):
+    """``anytime_solve``'s plan if importable, else each registered heuristic's."""
+    try:
+        from ..anytime import anytime_solve  # type: ignore[import-not-found]
+    except ImportError:
+        anytime_solve = None
+    if anytime_solve is not None:
+        try:
+            res = anytime_solve(problem, time_limit=time_limit)
+            plan = getattr(res, "plan", None)
+            if plan is not None:
+                yield "anytime_solve", plan
+                return
+        except Exception:  # noqa: BLE001 - fall back to heuristics
+            pass
+    try:
+        from .. import plugins
+        from ..interfaces import accepts
+
+        heuristics = plugins.heuristics()
+    except Exception:  # noqa: BLE001
+        return
+    for name, h in sorted(heuristics.items(), key=lambda kv: getattr(kv[1], "rank", 10.0)):
+        if not accepts(h, problem)[0]:
+            continue
+        try:
+            plan = h.run(problem)
+        except Exception:  # noqa: BLE001 - a broken plugin must not break planning
+            continue
+        if plan is not None and simulate(problem, plan).valid:
+            yield f"heuristic:{name}", plan
+
+
+# --------------------------------------------------------------- the result
+@dataclass
+class TorchPlan:
+    """A budgeted plan for one traced training step.
+
+    Attributes
+    ----------
+    graph : Graph
+        The traced step.
+    problem : Problem
+        One device (``"cpu"`` or ``"gpu"``) with the budget in bytes.
+    plan : Plan
+        The executable plan (the order the runtime follows); it passed
+        :func:`~hybrid_remat.simulate.simulate` under the budget.
+    keep : ndarray of bool, shape (n_forward,)
+        Forward outputs kept for backward; the others are recomputed.
+    predicted : SimulationResult
+        The simulator's figures for ``plan``.
+    family : str
+        Which search family produced the keep set.
+    tried : list of dict
+        Every candidate evaluated (family, peak, time, fits).
+    """
+
+    graph: Graph
+    problem: Problem
+    plan: Plan
+    keep: np.ndarray
+    predicted: SimulationResult
+    family: str
+    tried: list = field(default_factory=list)
+
+    @property
+    def budget_bytes(self) -> int:
+        return int(self.problem.budgets[0])
+
+    @property
+    def predicted_peak_bytes(self) -> int:
+        return int(next(iter(self.predicted.peak_bytes.values())))
+
+    @property
+    def keep_all_peak_bytes(self) -> int:
+        return keep_all_peak(self.graph)
+
+    @property
+    def n_forward(self) -> int:
+        return int(self.graph.meta["torch"]["n_forward"])
+
+    @property
+    def dropped(self) -> np.ndarray:
+        """Indices of forward nodes whose outputs are dropped."""
+        return np.flatnonzero(~self.keep)
+
+    def summary(self) -> dict:
+        tm = self.graph.meta["torch"]
+        base = self.problem.base_cost
+        dropped_saved = [int(v) for v in self.dropped if self.graph.bytes[v] > 0]
+        return {
+            "budget_bytes": self.budget_bytes,
+            "predicted_peak_bytes": self.predicted_peak_bytes,
+            "keep_all_peak_bytes": self.keep_all_peak_bytes,
+            "predicted_time_s": self.predicted.total_time,
+            "keep_all_time_s": base,
+            "overhead_pct": self.predicted.tdi_pct,
+            "n_recompute": self.predicted.n_recompute,
+            "n_forward": self.n_forward,
+            "n_nodes": self.graph.n,
+            "family": self.family,
+            "device": tm.get("device"),
+            "costs": tm.get("costs"),
+            "dropped": [self.graph.names[v] for v in dropped_saved],
+            "dropped_nodes": dropped_saved,
+        }
+
+    def to_json(self) -> dict:
+        """The ``remat-plan/1`` document with a ``summary`` (the torch
+        fields included)."""
+        return plan_to_json(self.plan, self.problem, self.summary())
+
+    def write(self, path, *, overwrite: bool = False) -> None:
+        """Write the plan JSON (refuses to overwrite unless asked)."""
+        write_plan(path, self.plan, self.problem, self.summary(), overwrite=overwrite)
+
+    def __repr__(self) -> str:
+        return (
+            f"TorchPlan({self.graph.name!r}, budget={format_bytes(self.budget_bytes)}, "
+            f"predicted peak={format_bytes(self.predicted_peak_bytes)} "
+            f"(keep-all {format_bytes(self.keep_all_peak_bytes)}), "
+            f"+{self.predicted.tdi_pct:.1f}% time, {len(self.dropped)} forward outputs dropped)"
+        )
+
+
+def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: bool = True) -> TorchPlan:
+    """Plan a traced graph under ``budget`` (bytes, ``"2GiB"`` or ``"60%"``
+    of its keep-all peak).
+
+    Raises
+    ------
+    BudgetError
+        When no executable keep set fits; the message gives the lowest peak
+        reached.
+    """
+    budget_bytes = parse_budget(budget, graph)
+    kind = graph.cost_kinds[0]
+    problem = Problem.single(graph, budget_bytes, device=kind)
+    best, tried, ev = search_keep_set(problem, time_limit=time_limit, use_solvers=use_solvers)
+    if best is None:
+        low = min(ev.seen.values(), key=lambda c: c.peak)
+        raise BudgetError(
+            f"no executable keep/recompute plan for {graph.name!r} fits {format_bytes(budget_bytes)} "
+            f"({budget_bytes} B); the lowest predicted peak found is {format_bytes(low.peak)} ({low.peak} B, "
+            f"{100.0 * low.peak / keep_all_peak(graph):.0f}% of keep-all)"
+        )
+    checked = simulate(problem, best.plan)
+    if not checked.valid:  # cannot happen: best fits by construction
+        raise HybridRematError(f"internal: chosen plan failed simulation: {checked.error}")
+    best.plan.meta.update({"family": best.family})
+    return TorchPlan(graph, problem, best.plan, best.keep, checked, best.family, tried)

@@ -1,0 +1,398 @@
+"""Record one training step of an ``nn.Module`` at ATen level into a
+:class:`~hybrid_remat.graph.Graph`.
+
+The step ``loss = loss_fn(model(*inputs)); loss.backward()`` runs under a
+``TorchDispatchMode`` that sees every ATen call, forward then backward, with
+the conventions of the profiled graphs in ``datasets/``:
+
+* a node is one call that allocates a new storage or writes into one; views
+  are folded (a reader of a view depends on the storage's producer);
+* edge ``u -> v``: ``v`` reads (or writes) a storage ``u`` owns;
+* an in-place op takes ownership of the buffer it mutates: the bytes move from
+  the old producer (which is then *overwritten*) to the in-place node;
+* a multi-output op is one node holding the sum of its new storages;
+* parameters, buffers and inputs are not nodes (their memory is outside the
+  activation budget); the nodes that produce parameter gradients are
+  ``required``.
+
+Each node's cost is its wall time on the model's device (median of
+``repeats`` re-runs of that op alone, synchronised on CUDA), or an estimate
+from FLOPs (``costs="flops"``).  The trace restores the model's gradients and
+buffers, so tracing has no side effect on training.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..errors import GraphError, HybridRematError
+from ..graph import Graph
+from ._common import (
+    capture_rng,
+    classify_call,
+    is_pure_view,
+    is_random,
+    now,
+    restore_rng,
+    storage_key,
+    storage_nbytes,
+    sync,
+    unflatten,
+    weak,
+)
+
+__all__ = ["trace", "default_loss", "run_step", "as_inputs", "OwnerMap", "module_path_hooks", "cost_kind_for"]
+
+
+def default_loss(output) -> torch.Tensor:
+    """``output.float().pow(2).mean()`` (the first tensor of a tuple/dict output)."""
+    if isinstance(output, dict):
+        output = next(iter(output.values()))
+    if isinstance(output, (tuple, list)):
+        output = output[0]
+    if not isinstance(output, torch.Tensor):
+        raise HybridRematError("the model returned no tensor; pass loss_fn=")
+    return output.float().pow(2).mean()
+
+
+def as_inputs(example_inputs) -> tuple:
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,)
+    if isinstance(example_inputs, (tuple, list)):
+        return tuple(example_inputs)
+    raise HybridRematError("example_inputs must be a tensor or a tuple of tensors")
+
+
+def run_step(model, inputs: Sequence, loss_fn: Callable | None) -> torch.Tensor:
+    """Forward, loss and backward; returns the loss."""
+    loss = (loss_fn or default_loss)(model(*inputs))
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise HybridRematError("loss_fn must return a scalar tensor")
+    loss.backward()
+    return loss
+
+
+def cost_kind_for(device: torch.device) -> str:
+    """Cost column name: ``"gpu"`` for CUDA (as in the profiled graphs), else the device type."""
+    return "gpu" if device.type == "cuda" else device.type
+
+
+def model_device(model, inputs) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            return x.device
+    return torch.device("cpu")
+
+
+class OwnerMap:
+    """Which node currently owns each live storage.
+
+    Entries are validated with a storage weak reference, so an address reused
+    after a free is never mistaken for the old buffer."""
+
+    def __init__(self):
+        self._map: dict = {}
+
+    def set(self, t: torch.Tensor, node: int, buf: int) -> None:
+        self._map[storage_key(t)] = (node, buf, weak(t))
+
+    def get(self, t: torch.Tensor):
+        e = self._map.get(storage_key(t))
+        if e is None or e[2].expired():
+            return None
+        return e[0], e[1]
+
+
+@contextlib.contextmanager
+def module_path_hooks(model):
+    """Keep ``stack[-1]`` = dotted path of the module running now."""
+    stack: list[str] = [""]
+    handles = []
+
+    def push(name):
+        def hook(module, args):
+            stack.append(name)
+
+        return hook
+
+    def pop(module, args, output):
+        if len(stack) > 1:
+            stack.pop()
+
+    for name, mod in model.named_modules():
+        handles.append(mod.register_forward_pre_hook(push(name)))
+        handles.append(mod.register_forward_hook(pop))
+    try:
+        yield stack
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextlib.contextmanager
+def preserved_state(model):
+    """Restore parameter gradients and buffers on exit."""
+    grads = {p: p.grad for p in model.parameters()}
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    rng = capture_rng()
+    try:
+        for p in grads:
+            p.grad = None
+        yield
+    finally:
+        for p, g in grads.items():
+            p.grad = g
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
+        restore_rng(rng)
+
+
+class _TraceMode(TorchDispatchMode):
+    def __init__(self, device_type: str, repeats: int, module_stack: list):
+        super().__init__()
+        self.device_type = device_type
+        self.repeats = repeats
+        self.stack = module_stack
+        self.phase = 0
+        self.owners = OwnerMap()
+        self.ops: list[str] = []
+        self.modules: list[str] = []
+        self.phases: list[int] = []
+        self.inplace: list[bool] = []
+        self.random: list[bool] = []
+        self.times: list[float] = []
+        self.flops: list[float] = []
+        self.shapes: list[list] = []
+        self.edges: set = set()
+        self.buffers: list[list] = []  # [nbytes, owner]
+        self.node_bufs: list[list[int]] = []
+        self.overwritten: list[bool] = []
+        self.takes_from: list[list[int]] = []
+        self.moves: list[list[list[int]]] = []
+
+    def _flops(self, func, args, kwargs, out) -> float:
+        try:
+            from torch.utils.flop_counter import flop_registry
+
+            fn = flop_registry.get(func.overloadpacket)
+            return float(fn(*args, **kwargs, out_val=out)) if fn is not None else 0.0
+        except Exception:  # noqa: BLE001 - FLOPs are best effort
+            return float("nan")
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if is_pure_view(func):
+            return func(*args, **kwargs)
+        rnd = is_random(func)
+        rng_before = capture_rng() if (rnd and self.repeats) else None
+        sync(self.device_type)
+        t0 = now()
+        out = func(*args, **kwargs)
+        sync(self.device_type)
+        elapsed = now() - t0
+        call = classify_call(func, args, kwargs, out)
+        if not call.is_node:
+            return out
+        v = len(self.ops)
+        if self.repeats:
+            rng_after = capture_rng() if rnd else None
+            samples = []
+            for _ in range(self.repeats):
+                leaves = list(call.leaves)
+                for i in call.written_pos:
+                    leaves[i] = leaves[i].clone()
+                a2, k2 = unflatten(call.spec, leaves)
+                if rnd:
+                    restore_rng(rng_before)
+                sync(self.device_type)
+                t0 = now()
+                func(*a2, **k2)
+                sync(self.device_type)
+                samples.append(now() - t0)
+                del a2, k2, leaves
+            if rnd:
+                restore_rng(rng_after)
+            elapsed = statistics.median(samples)
+        # edges from the owners of every tensor read or written
+        for i in call.in_pos:
+            o = self.owners.get(call.leaves[i])
+            if o is not None and o[0] != v:
+                self.edges.add((o[0], v))
+        bufs, took, moves = [], [], []
+        for j in call.new_out_pos:
+            t = call.out_leaves[j]
+            self.buffers.append([storage_nbytes(t), v])
+            bufs.append(len(self.buffers) - 1)
+            self.owners.set(t, v, len(bufs) - 1)
+        for i in call.written_pos:
+            t = call.leaves[i]
+            o = self.owners.get(t)
+            if o is None:
+                continue  # a parameter/buffer/input: outside the activation budget
+            u, ub = o
+            if u == v:
+                continue
+            b = self.node_bufs[u][ub]
+            self.buffers[b][1] = v
+            self.overwritten[u] = True
+            took.append(u)
+            moves.append([u, ub, len(bufs)])
+            bufs.append(b)
+            self.owners.set(t, v, len(bufs) - 1)
+        first = next((o for o in call.out_leaves if isinstance(o, torch.Tensor)), None)
+        self.ops.append(str(func))
+        self.modules.append(self.stack[-1] if self.phase == 0 else "")
+        self.phases.append(self.phase)
+        self.inplace.append(bool(call.written_pos))
+        self.random.append(rnd)
+        self.times.append(float(elapsed))
+        self.flops.append(self._flops(func, args, kwargs, out))
+        self.shapes.append(list(first.shape) if first is not None else [])
+        self.node_bufs.append(bufs)
+        self.overwritten.append(False)
+        self.takes_from.append(sorted(set(took)))
+        self.moves.append(moves)
+        return out
+
+
+def trace(
+    model: torch.nn.Module,
+    example_inputs,
+    loss_fn: Callable | None = None,
+    *,
+    costs: str = "measure",
+    repeats: int = 3,
+    warmup: bool = True,
+    name: str | None = None,
+    cost_model: Any = None,
+) -> Graph:
+    """Record one training step of ``model`` as a remat graph.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        In the mode it will be trained in (``model.train()``).
+    example_inputs : tensor or tuple of tensors
+        Passed as ``model(*example_inputs)``.
+    loss_fn : callable, optional
+        ``loss_fn(output) -> scalar tensor``; default
+        ``output.float().pow(2).mean()`` (the profiled graphs' loss).
+    costs : {"measure", "flops"}
+        ``"measure"``: wall time of each op re-run alone ``repeats`` times on
+        the model's device (median).  ``"flops"``: an estimate from FLOPs and
+        bytes (:class:`~hybrid_remat.torch.cost_model.FlopsRooflineCostModel`
+        or the registered cost model named by ``cost_model``).
+    repeats : int
+        Timed re-runs per op (``costs="measure"``).
+    warmup : bool
+        Run one untraced step first (caches, cuDNN autotuning).
+
+    Returns
+    -------
+    Graph
+        Cost kind ``"gpu"`` on CUDA, ``"cpu"`` on CPU.  ``graph.meta["torch"]``
+        holds per-node ``op``, ``module`` (dotted path; backward nodes take
+        the module of their first forward input), ``inplace``, ``random``,
+        ``overwritten`` (a later in-place op took one of its buffers),
+        ``takes_from`` (the nodes whose buffers an in-place node took),
+        ``moves`` (per node, ``[old owner, its buffer index, new buffer index]``),
+        ``shape`` and ``n_forward``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from hybrid_remat.torch import trace
+    >>> m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    >>> g = trace(m, torch.randn(2, 4), repeats=0)
+    >>> g.meta["torch"]["op"][0]
+    'aten.addmm.default'
+    """
+    if costs not in ("measure", "flops"):
+        raise HybridRematError(f"costs must be 'measure' or 'flops', not {costs!r}")
+    inputs = as_inputs(example_inputs)
+    device = model_device(model, inputs)
+    kind = cost_kind_for(device)
+    with preserved_state(model):
+        if warmup:
+            run_step(model, inputs, loss_fn)
+            for p in model.parameters():
+                p.grad = None
+        with module_path_hooks(model) as stack:
+            mode = _TraceMode(device.type, repeats if costs == "measure" else 0, stack)
+            with mode:
+                out = model(*inputs)
+                loss = (loss_fn or default_loss)(out)
+                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                    raise HybridRematError("loss_fn must return a scalar tensor")
+                del out
+                mode.phase = 1
+                loss.backward()
+        required = []
+        for p in model.parameters():
+            if p.grad is not None:
+                o = mode.owners.get(p.grad)
+                if o is not None:
+                    required.append(o[0])
+        loss_value = float(loss.detach())
+    n = len(mode.ops)
+    if n == 0:
+        raise GraphError("the traced step ran no ATen operator")
+    nbytes = np.zeros(n, dtype=np.int64)
+    out_bytes: list[list[int]] = [[] for _ in range(n)]
+    for size, owner in mode.buffers:
+        nbytes[owner] += size
+        out_bytes[owner].append(int(size))
+    phase = np.asarray(mode.phases, dtype=np.int8)
+    n_fwd = int((phase == 0).sum())
+    if n_fwd == 0 or not np.all(phase[:n_fwd] == 0):
+        raise GraphError("the traced step has no forward ops before its backward ops")
+    # backward nodes: the module of their first forward input
+    modules = list(mode.modules)
+    preds: dict[int, list[int]] = {}
+    for u, v in mode.edges:
+        preds.setdefault(v, []).append(u)
+    for v in range(n_fwd, n):
+        fw = sorted(u for u in preds.get(v, []) if u < n_fwd)
+        modules[v] = modules[fw[0]] if fw else ""
+    names = [f"{'bwd ' if phase[v] else ''}{modules[v] or '<top>'}:{mode.ops[v]}" for v in range(n)]
+    flops = np.asarray(mode.flops, dtype=np.float64)
+    meta = {
+        "source": "hybrid_remat.torch.trace",
+        "torch": {
+            "op": list(mode.ops),
+            "module": modules,
+            "inplace": list(mode.inplace),
+            "random": list(mode.random),
+            "overwritten": list(mode.overwritten),
+            "takes_from": mode.takes_from,
+            "moves": mode.moves,
+            "shape": mode.shapes,
+            "out_bytes": out_bytes,
+            "n_forward": n_fwd,
+            "device": str(device),
+            "costs": costs,
+            "repeats": repeats if costs == "measure" else 0,
+            "loss": loss_value,
+            "torch_version": torch.__version__,
+        },
+    }
+    g = Graph.from_arrays(
+        nbytes, sorted(mode.edges), {kind: mode.times}, name=name or type(model).__name__, names=names,
+        phase=phase, flops=np.where(np.isnan(flops), np.nan, flops), required=sorted(set(required)), meta=meta,
+    )
+    if costs == "flops":
+        from ..cost_models import apply_cost_model
+        from .cost_model import resolve_cost_model
+
+        g = apply_cost_model(g, resolve_cost_model(cost_model), kind)
+    return g
