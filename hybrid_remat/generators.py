@@ -57,8 +57,8 @@ def random_layered(
     The parameters mirror the published instance names
     (``random_layered_n{n}_w{width}_nlv{level_var}_ed{edge_density}_scd{skip_density}``):
 
-    * one source (node 0) and one sink (node ``n-1``) that collects every
-      node without a consumer;
+    * one source (node 0) and one sink (node ``n-1``) fed by the last
+      layer; every other node feeds at least one node of the next layer;
     * about ``sqrt(n) / (2 * width)`` inner layers whose sizes vary
       uniformly by ``+-level_var`` around the mean;
     * each node reads each node of the previous layer with probability
@@ -113,10 +113,15 @@ def random_layered(
             u = layers[lj][int(rng.integers(len(layers[lj])))]
             x = layers[li][int(rng.integers(len(layers[li])))]
             edges.add((u, x))
+    # every node feeds the next layer (the last layer feeds the sink)
     has_out = {u for u, _ in edges}
-    for x in range(n - 1):
-        if x not in has_out:
-            edges.add((x, sink))
+    for li in range(len(layers) - 1):
+        nxt = layers[li + 1]
+        for x in layers[li]:
+            if x not in has_out:
+                edges.add((x, nxt[int(rng.integers(len(nxt)))]))
+    for x in layers[-1]:
+        edges.add((x, sink))
     costs = rng.integers(1, max_cost + 1, size=n).astype(np.float64)
     costs[0] = 0.0
     sizes_b = 10 * np.ceil(rng.exponential(mean_bytes / 10, size=n)).astype(np.int64)

@@ -47,7 +47,11 @@ class LocalSearch(Heuristic):
     Parameters
     ----------
     time_limit : float
-        Seconds :meth:`run` spends improving (default 1 s).
+        Seconds :meth:`run` spends improving at most (default 1 s).
+    max_iters : int or None
+        Moves of the improvement loop (default 300).  With a move budget the
+        result is deterministic for a seed as long as the time limit does not
+        bind first; ``None`` improves until the time limit.
     """
 
     name = "local_search"
@@ -55,19 +59,23 @@ class LocalSearch(Heuristic):
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget"})
     rank = 50.0
 
-    def __init__(self, time_limit: float = 1.0, *, name: str | None = None):
+    def __init__(self, time_limit: float = 1.0, *, max_iters: int | None = 300, name: str | None = None):
         self.time_limit = float(time_limit)
+        self.max_iters = max_iters
         if name:
             self.name = name
 
     def run(self, problem, *, seed: int = 0):
         return self.improve(problem, None, time_limit=self.time_limit, seed=seed)
 
-    def improve(self, problem, plan=None, *, time_limit: float | None = None, seed: int = 0):
+    def improve(self, problem, plan=None, *, time_limit: float | None = None, seed: int = 0,
+                max_iters: int | None = -1):
         """Return a plan at most as costly as ``plan`` (``plan`` itself when
         nothing better was found; ``None`` only if ``plan`` is ``None`` and no
         feasible plan was found)."""
         deadline = time.perf_counter() + (self.time_limit if time_limit is None else float(time_limit))
+        if max_iters == -1:
+            max_iters = self.max_iters
         a = GraphArrays.from_problem(problem)
         best_seq, best_cost = None, np.inf
         base_plan, base_cost = None, np.inf
@@ -114,7 +122,7 @@ class LocalSearch(Heuristic):
                 break
             consider(split_continuation(a, n_steps=n_steps, seed=seed, pick=pick))
         it = 0
-        while time.perf_counter() < deadline:
+        while time.perf_counter() < deadline and (max_iters is None or it < max_iters):
             it += 1
             if best_seq is not None and it % 5:
                 # ruin and recreate: drop some recomputations, repair by splitting;

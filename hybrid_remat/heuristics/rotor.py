@@ -41,7 +41,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..budgets import keep_all_peak
 from ..interfaces import Heuristic
+from ..plan import keep_all_plan
 from .checkpoints import forward_nodes, plan_from_checkpoints
 from .common import GraphArrays, finish
 
@@ -233,6 +235,8 @@ class Rotor(Heuristic):
 
     def run(self, problem, *, seed: int = 0):
         g = problem.graph
+        if keep_all_peak(g) <= problem.budgets[0]:
+            return keep_all_plan(g, problem.primary.name)  # nothing to recompute: optimal
         a = GraphArrays.from_problem(problem)
         layout = training_chain_layout(g)
         if layout is not None and layout[0] + 1 <= self.max_stages:
