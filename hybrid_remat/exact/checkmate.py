@@ -108,7 +108,8 @@ class MemoryScale:
     sizes : ndarray of int64
         ``ceil(bytes / unit)`` per node.
     exact : bool
-        ``unit`` divides every size and the budget (no rounding loss).
+        ``unit`` divides every size, so model memory is exact (the budget is
+        floored without loss: memory is a multiple of ``unit``).
     """
 
     unit: int
@@ -117,12 +118,13 @@ class MemoryScale:
     exact: bool
 
     @classmethod
-    def choose(cls, bytes_, budget: int, *, max_units: int = 1 << 20, target_units: int = 1 << 17) -> MemoryScale:
-        """The gcd of all sizes and the budget when that leaves at most
-        ``max_units`` budget units, else a multiple of it giving about
-        ``target_units``."""
-        vals = [int(b) for b in np.asarray(bytes_).tolist() if b > 0] + [int(budget)]
-        g = reduce(math.gcd, vals) or 1
+    def choose(cls, bytes_, budget: int, *, max_units: int = 1 << 22, target_units: int = 1 << 18) -> MemoryScale:
+        """The gcd of all sizes when that leaves at most ``max_units`` budget
+        units (exact: memory is always a multiple of it, so flooring the
+        budget loses nothing), else a multiple of it giving about
+        ``target_units`` (conservative)."""
+        vals = [int(b) for b in np.asarray(bytes_).tolist() if b > 0]
+        g = reduce(math.gcd, vals) if vals else 1
         unit = g
         if budget // g > max_units:
             unit = g * max(1, math.ceil(budget / g / target_units))
@@ -717,7 +719,8 @@ class CheckmateFormulation(Formulation):
                     sol = model.getBestSol()
                     plan = cm.decode(sol, {"solver": self.name})
                     sim = simulate(problem, plan)
-                    if sim.valid and sim.total_time < best["obj"] - 1e-12 * max(1.0, abs(best["obj"])):
+                    if sim.valid and (not math.isfinite(best["obj"]) or
+                                      sim.total_time < best["obj"] - 1e-12 * max(1.0, abs(best["obj"]))):
                         best["plan"], best["obj"] = plan, sim.total_time
                         if on_incumbent is not None:
                             on_incumbent(plan, self.name)
@@ -726,7 +729,7 @@ class CheckmateFormulation(Formulation):
                 db = model.getDualbound()
                 if abs(db) < 1e19:
                     lb = cm.objective_value(db)
-                    if lb > best["bound"] + 1e-12 * max(1.0, abs(lb)):
+                    if not math.isfinite(best["bound"]) or lb > best["bound"] + 1e-12 * max(1.0, abs(lb)):
                         best["bound"] = lb
                         if on_bound is not None:
                             on_bound(lb)
@@ -792,6 +795,12 @@ class CheckmateFormulation(Formulation):
                 stats["decode_error"] = repr(e)
         if interrupted:
             raise KeyboardInterrupt
+        stats["model_bound"] = best["bound"]
+        stats["bound_valid_for_staged_class"] = full_class = bool(
+            cm.scale.exact and np.all(np.diff(cm.starts) == 1) and self.recompute_cap is None)
+        if not full_class:
+            # a restricted model's bound does not bound the staged class: report it in stats only
+            best["bound"] = float("-inf")
         if status == "optimal" and best["plan"] is not None:
             lb = min(best["bound"], best["obj"])
             if best["obj"] - lb <= 1e-9 * max(1.0, abs(best["obj"])):
