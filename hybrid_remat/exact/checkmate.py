@@ -481,7 +481,10 @@ class CheckmateModel:
         PlanError
             The plan has no staged form (not frontier-ordered, copies, ...).
         """
-        Rc, Sc = rs_from_plan(self.graph, plan)
+        try:
+            Rc, Sc = rs_from_plan(self.graph, plan)
+        except IndexError:  # core rs_from_plan: a compute after the last node's first compute
+            raise PlanError("the plan computes nodes after the last node's first computation") from None
         st = self.starts
         T = self.T
         R = np.zeros((T, self.graph.n), dtype=bool)
