@@ -51,7 +51,7 @@ def test_milp_equals_staged_brute_force_and_never_beats_all_plans(seed):
     plan (brute force in the simulator's semantics); the best plan overall
     is never worse, and the decoded plan is valid and as good as claimed."""
     for p in tiny_problems(10, seed):
-        r = CheckmateFormulation().solve(p, node_limit=NODES)
+        r = CheckmateFormulation(stage_size=1).solve(p, node_limit=NODES)
         staged = brute_force_staged_optimum(p)
         overall = brute_force_optimum(p)
         assert overall <= staged
@@ -85,7 +85,7 @@ def test_block_stages_match_their_own_brute_force():
 def test_chain_optimum_is_all_plans_optimum():
     g = chain(7, bytes=1, cost=[3, 1, 4, 1, 5, 9, 2])
     p = Problem.single(g, 3)
-    r = CheckmateFormulation().solve(p, node_limit=NODES)
+    r = CheckmateFormulation(stage_size=1).solve(p, node_limit=NODES)
     assert r.objective == pytest.approx(brute_force_optimum(p))
 
 
@@ -95,7 +95,7 @@ def test_milp_never_worse_than_a_heuristic_start():
     order = np.concatenate([np.arange(g.n), np.arange(g.n)])
     for plan in (keep_all_plan(g, "cost"), plan_from_order(g, order, "cost")):
         sim = simulate(p, plan)
-        r = CheckmateFormulation().solve(p, incumbent=plan, node_limit=NODES)
+        r = CheckmateFormulation(stage_size=1).solve(p, incumbent=plan, node_limit=NODES)
         if sim.valid:
             assert r.objective <= sim.total_time + 1e-9
 
@@ -137,7 +137,7 @@ def test_encoder_reports_an_incumbent_outside_the_model():
         assert kind == "none" and "staged" in why
     finally:
         cm.free()
-    r = CheckmateFormulation().solve(p, incumbent=plan, node_limit=100)
+    r = CheckmateFormulation(stage_size=1).solve(p, incumbent=plan, node_limit=100)
     assert r.stats["start"] == "none" and "start_note" in r.stats
     assert steps  # the solve still works
     assert r.plan is not None and simulate(p, r.plan).valid
@@ -192,13 +192,13 @@ def test_estimate_size_tracks_the_built_model():
 
 def test_recompute_cap():
     g = training_graph(nx.path_graph(4, create_using=nx.DiGraph))  # 9 nodes, keep-all peak 9
-    r = CheckmateFormulation(recompute_cap=1).solve(Problem.single(g, 6), node_limit=NODES)
+    r = CheckmateFormulation(stage_size=1, recompute_cap=1).solve(Problem.single(g, 6), node_limit=NODES)
     assert r.plan is None  # needs recomputation
-    r = CheckmateFormulation(recompute_cap=1).solve(Problem.single(g, "100%"), node_limit=NODES)
+    r = CheckmateFormulation(stage_size=1, recompute_cap=1).solve(Problem.single(g, "100%"), node_limit=NODES)
     assert r.objective == pytest.approx(g.cost("cost").sum())
     p = Problem.single(g, 6)
-    capped = CheckmateFormulation(recompute_cap=2).solve(p, node_limit=NODES)
-    free = CheckmateFormulation().solve(p, node_limit=NODES)
+    capped = CheckmateFormulation(stage_size=1, recompute_cap=2).solve(p, node_limit=NODES)
+    free = CheckmateFormulation(stage_size=1).solve(p, node_limit=NODES)
     assert free.objective == pytest.approx(brute_force_staged_optimum(p))
     assert capped.objective >= free.objective - 1e-9
     assert simulate(p, capped.plan).computed.max() <= 2
@@ -209,11 +209,11 @@ def test_multi_device_is_refused_cleanly():
 
     g = chain(4, bytes=1)
     p = Problem(g, [Device("a", "cost", 4), Device("b", "cost", 4)], [Link("a", "b", 1.0)])
-    r = CheckmateFormulation().solve(p, node_limit=10)
+    r = CheckmateFormulation(stage_size=1).solve(p, node_limit=10)
     assert r.status == "error"
 
 
 def test_plan_type():
     g = chain(4, bytes=1)
-    r = CheckmateFormulation().solve(Problem.single(g, 2), node_limit=NODES)
+    r = CheckmateFormulation(stage_size=1).solve(Problem.single(g, 2), node_limit=NODES)
     assert isinstance(r.plan, Plan)

@@ -13,6 +13,7 @@ def hybrid_remat_register_formulations():
 
 @hookimpl
 def hybrid_remat_register_heuristics():
+    from ..exact.primal import StagedEvict
     from ..heuristics.lp_rounding import LPRounding
 
-    return [LPRounding()]
+    return [StagedEvict(), LPRounding()]

@@ -610,6 +610,25 @@ def build_checkmate_model(problem, **kwargs) -> CheckmateModel:
     return CheckmateModel(problem, **kwargs)
 
 
+#: SCIP settings chosen by measurement (benchmarks/exact_tradeoffs.py; FCN8 @0.9: the default settings spend the
+#: first 25 s in presolve, cut rounds and strong branching without improving the start, these find RENS plans)
+DEFAULT_PARAMS = {"presolve": "FAST", "separating": "OFF", "heuristics": "AGGRESSIVE"}
+
+
+def apply_params(model, params: dict) -> None:
+    """Set SCIP parameters; the keys ``presolve``, ``separating`` and
+    ``heuristics`` take an emphasis (``"FAST"``, ``"OFF"``, ``"AGGRESSIVE"``,
+    ``"DEFAULT"``), every other key is a SCIP parameter name."""
+    from pyscipopt import SCIP_PARAMSETTING
+
+    setters = {"presolve": model.setPresolve, "separating": model.setSeparating, "heuristics": model.setHeuristics}
+    for k, v in params.items():
+        if k in setters:
+            setters[k](getattr(SCIP_PARAMSETTING, str(v).upper()))
+        else:
+            model.setParam(k, v)
+
+
 #: measured pyscipopt construction throughput (vars + rows per second) on the team machine
 BUILD_RATE = 40_000.0
 
@@ -620,10 +639,12 @@ class CheckmateFormulation(Formulation):
     Parameters
     ----------
     stage_size : int or "auto"
-        Nodes per stage; ``"auto"`` picks the smallest size whose model can
-        be built within ``build_fraction`` of the time limit.
+        Nodes per stage; ``"auto"``: see :meth:`phases`.
     recompute_cap : int or None
-        Moccasin's ``C`` (at most ``C`` computations per node).
+        Moccasin's ``C`` (at most ``C`` computations per node); with
+        ``"auto"`` it applies to the fast phase (default 2 there).
+    small_items, fast_items, max_stage_size
+        Size thresholds (variables + rows per 60 s) of the ``"auto"`` policy.
     build_fraction : float
         Share of the time limit model construction may take.
     params : dict, optional
@@ -634,48 +655,133 @@ class CheckmateFormulation(Formulation):
     version = "1"
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "exact"})
 
-    def __init__(self, stage_size=1, recompute_cap: int | None = None, build_fraction: float = 0.4,
-                 params: dict | None = None, name: str | None = None):
+    def __init__(self, stage_size="auto", recompute_cap: int | None = None, build_fraction: float = 0.4,
+                 params: dict | None = None, name: str | None = None, small_items: float = 40_000,
+                 fast_items: float = 20_000, max_stage_size: int = 8):
+        self.small_items = small_items
+        self.fast_items = fast_items
+        self.max_stage_size = max_stage_size
         self.stage_size = stage_size
         self.recompute_cap = recompute_cap
         self.build_fraction = build_fraction
-        self.params = dict(params or {})
+        self.params = dict(DEFAULT_PARAMS if params is None else params)
         if name:
             self.name = name
 
-    def choose_starts(self, problem, time_limit: float | None):
+    def choose_starts(self, problem, time_limit: float | None, cap=None, max_items: float | None = None):
         """Stage blocks for ``problem`` and the size estimate behind them."""
         n = problem.graph.n
         if self.stage_size != "auto":
             st = stage_starts(n, int(self.stage_size))
-            return st, estimate_size(problem.graph, st, self.recompute_cap)
-        budget_items = BUILD_RATE * self.build_fraction * (time_limit if time_limit else 60.0)
+            return st, estimate_size(problem.graph, st, cap)
+        if max_items is None:
+            max_items = BUILD_RATE * self.build_fraction * (time_limit if time_limit else 60.0)
         g = 1
         while True:
             st = stage_starts(n, g)
-            est = estimate_size(problem.graph, st, self.recompute_cap)
-            if est["vars"] + est["rows"] <= budget_items or g >= n:
+            est = estimate_size(problem.graph, st, cap)
+            if est["vars"] + est["rows"] <= max_items or g >= n:
                 return st, est
             g = max(g + 1, int(g * 1.25))
+
+    def phases(self, problem, time_limit: float | None) -> list:
+        """The models to solve, in order: ``[(stage_size, recompute_cap, share)]``.
+
+        Fixed ``stage_size``: one phase with this object's cap.  ``"auto"``:
+        the full staged model (one node per stage, no cap: its bound covers
+        the staged class) when it is small; otherwise first a smaller model
+        (Moccasin's cap ``C = recompute_cap`` (default 2), stages of ``g``
+        nodes with the smallest ``g <= max_stage_size`` that fits
+        ``fast_items``) for incumbents, then the full model with the rest of
+        the time when it can be built in a third of it.
+        """
+        if self.stage_size != "auto":
+            return [(int(self.stage_size), self.recompute_cap, 1.0)]
+        limit = time_limit if time_limit else 60.0
+        scale = limit / 60.0
+        g = problem.graph
+        full = estimate_size(g, stage_starts(g.n, 1), None)
+        full_items = full["vars"] + full["rows"]
+        if full_items <= self.small_items * scale:
+            return [(1, None, 1.0)]
+        out = []
+        cap = self.recompute_cap if self.recompute_cap is not None else 2
+        st, _ = self.choose_starts(problem, time_limit, cap, self.fast_items * scale)
+        size = int(np.max(np.diff(st)))
+        if size <= self.max_stage_size:
+            out.append((size, cap, 0.6))
+        if full_items / BUILD_RATE <= limit / 3:
+            out.append((1, None, 1.0))
+        return out
 
     def solve(self, problem, *, incumbent=None, time_limit: float = 60.0, node_limit=None, seed: int = 0,
               threads: int = 1, on_incumbent=None, on_bound=None, stop=None) -> FormulationResult:
         t0 = time.perf_counter()
         deadline = t0 + float(time_limit) if time_limit is not None else None
-        stats: dict = {"formulation": self.name}
+        stats: dict = {"formulation": self.name, "phases": []}
         if not problem.is_single_device:
             return FormulationResult("error", stats={**stats, "error": "checkmate handles one device only"})
-        starts, est = self.choose_starts(problem, time_limit)
-        stats.update(stages=int(len(starts) - 1), stage_size=self.stage_size, estimate=est,
-                     recompute_cap=self.recompute_cap)
+        stop = stop or threading.Event()
+        phases = self.phases(problem, time_limit)
+        if not phases:
+            stats["skipped"] = "every model is too large to build and solve within the time limit"
+            return FormulationResult("no_solution", stats=stats)
+        best_plan, best_obj = None, float("inf")
+        if incumbent is not None:
+            sim = simulate(problem, incumbent)
+            if sim.valid:
+                best_plan, best_obj = incumbent, sim.total_time
+        bound = float("-inf")
+        status = "no_solution"
+        for k, (size, cap, share) in enumerate(phases):
+            if stop.is_set():
+                break
+            now = time.perf_counter()
+            phase_deadline = None
+            if deadline is not None:
+                left = deadline - now
+                if left <= 0.5:
+                    break
+                phase_deadline = now + left * share if k < len(phases) - 1 else deadline
+            pstats: dict = {"stage_size": size, "recompute_cap": cap}
+            stats["phases"].append(pstats)
+            fr = self._solve_phase(problem, size, cap, best_plan, phase_deadline, node_limit, seed, on_incumbent,
+                                   on_bound, stop, pstats)
+            pstats["status"] = fr.status
+            if fr.plan is not None and (best_plan is None or fr.objective < best_obj - 1e-12 * max(1.0, abs(best_obj))):
+                best_plan, best_obj = fr.plan, fr.objective
+            if math.isfinite(fr.lower_bound):
+                bound = max(bound, fr.lower_bound)
+            if size == 1 and cap is None and fr.status in ("optimal", "infeasible"):
+                status = fr.status
+        if stats["phases"]:
+            last = stats["phases"][-1]
+            for key in ("vars", "binaries", "rows", "build_s", "mem_unit", "mem_exact", "start", "start_note",
+                        "scip_status", "nodes", "skipped", "model_bound", "stages"):
+                if key in last:
+                    stats[key] = last[key]
+        if status == "optimal" and best_plan is not None:
+            lb = best_obj if best_obj - bound <= 1e-9 * max(1.0, abs(best_obj)) else min(bound, best_obj)
+            return FormulationResult("optimal", best_plan, best_obj, lb, stats)
+        if status == "infeasible" and best_plan is None:
+            return FormulationResult("infeasible", None, float("inf"), float("inf"), stats)
+        if best_plan is not None:
+            return FormulationResult("feasible", best_plan, best_obj, min(bound, best_obj), stats)
+        return FormulationResult("no_solution", None, float("inf"), bound, stats)
+
+    def _solve_phase(self, problem, size, cap, incumbent, deadline, node_limit, seed, on_incumbent, on_bound, stop,
+                     stats) -> FormulationResult:
+        t0 = time.perf_counter()
+        starts = stage_starts(problem.graph.n, size)
+        est = estimate_size(problem.graph, starts, cap)
+        stats.update(stages=int(len(starts) - 1), estimate=est)
         if deadline is not None and (est["vars"] + est["rows"]) / BUILD_RATE > 0.9 * (deadline - t0):
             stats["skipped"] = "model too large to build within the time limit"
             return FormulationResult("no_solution", stats=stats)
-        stop = stop or threading.Event()
         cm = None
         try:
             try:
-                cm = CheckmateModel(problem, starts=starts, recompute_cap=self.recompute_cap, deadline=deadline)
+                cm = CheckmateModel(problem, starts=starts, recompute_cap=cap, deadline=deadline)
             except BuildTimeout as e:
                 stats["skipped"] = str(e)
                 return FormulationResult("no_solution", stats=stats)
@@ -711,8 +817,7 @@ class CheckmateFormulation(Formulation):
             m.setParam("limits/nodes", int(node_limit))
         if deadline is not None:
             m.setParam("limits/time", max(0.0, deadline - time.perf_counter()))
-        for k, v in self.params.items():
-            m.setParam(k, v)
+        apply_params(m, self.params)
         errors: list = []
 
         def on_event(model, event):
@@ -800,7 +905,7 @@ class CheckmateFormulation(Formulation):
             raise KeyboardInterrupt
         stats["model_bound"] = best["bound"]
         stats["bound_valid_for_staged_class"] = full_class = bool(
-            cm.scale.exact and np.all(np.diff(cm.starts) == 1) and self.recompute_cap is None)
+            cm.scale.exact and np.all(np.diff(cm.starts) == 1) and cm.recompute_cap is None)
         if not full_class:
             # a restricted model's bound does not bound the staged class: report it in stats only
             best["bound"] = float("-inf")

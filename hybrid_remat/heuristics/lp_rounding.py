@@ -45,6 +45,9 @@ class LPRounding(Heuristic):
     ----------
     max_items : int
         Largest model (variables + rows) built; beyond it stages are grouped.
+    time_fraction : float
+        Share of the remaining time (when ``anytime_solve`` passes a
+        deadline) the LPs may use.
     reduced_budget : float
         Budget factor of the second LP (Checkmate: 0.9).
     """
@@ -54,9 +57,10 @@ class LPRounding(Heuristic):
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget"})
     rank = 50.0
 
-    def __init__(self, max_items: int = 300_000, reduced_budget: float = 0.9):
+    def __init__(self, max_items: int = 40_000, reduced_budget: float = 0.9, time_fraction: float = 0.15):
         self.max_items = int(max_items)
         self.reduced_budget = float(reduced_budget)
+        self.time_fraction = float(time_fraction)
 
     def run(self, problem, *, seed: int = 0):
         return self.run_detailed(problem, seed=seed)["plan"]
@@ -69,6 +73,9 @@ class LPRounding(Heuristic):
         out = {"plan": None, "lower_bound": None, "objective": float("inf"), "stats": {}}
         if not problem.is_single_device:
             return out
+        if deadline is not None:  # take at most a share of what is left
+            now = time.perf_counter()
+            deadline = now + max(0.0, deadline - now) * self.time_fraction
         g = problem.graph
         size = 1
         while True:
