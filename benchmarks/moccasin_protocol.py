@@ -36,7 +36,12 @@ from hybrid_remat.loaders import load_graph  # noqa: E402
 from hybrid_remat.problem import Problem  # noqa: E402
 from hybrid_remat.simulate import simulate  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "benchmarks" / "moccasin"
+# ../shared from the repository (a worktree under /work/wt/<name> finds it one level higher)
+SHARED = next(
+    (c for c in (ROOT.parent / "shared" / "benchmarks" / "moccasin", ROOT.parent.parent / "shared" / "benchmarks" / "moccasin")
+     if c.is_dir()),
+    ROOT.parent / "shared" / "benchmarks" / "moccasin",
+)
 
 INSTANCES = [
     ("RLG1", "rlg_n100"),

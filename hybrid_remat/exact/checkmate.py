@@ -835,7 +835,9 @@ class CheckmateFormulation(Formulation):
                     elif not sim.valid:
                         stats["decode_rejected"] = stats.get("decode_rejected", 0) + 1
                 db = model.getDualbound()
-                if abs(db) < 1e19:
+                pb = model.getPrimalbound()
+                # at a limit SCIP may report the primal bound as dual bound: only trust a bound below the primal
+                if abs(db) < 1e19 and (abs(pb) >= 1e19 or db < pb - 1e-9 * max(1.0, abs(pb))):
                     lb = cm.objective_value(db)
                     if not math.isfinite(best["bound"]) or lb > best["bound"] + 1e-12 * max(1.0, abs(lb)):
                         best["bound"] = lb
@@ -891,7 +893,9 @@ class CheckmateFormulation(Formulation):
         stats["nodes"] = m.getNNodes()
         stats["solve_s"] = time.perf_counter() - t0 - stats.get("build_s", 0.0)
         db = m.getDualbound()
-        if abs(db) < 1e19:
+        pb = m.getPrimalbound()
+        trusted = status in ("optimal", "infeasible") or abs(pb) >= 1e19 or db < pb - 1e-9 * max(1.0, abs(pb))
+        if abs(db) < 1e19 and trusted:
             best["bound"] = max(best["bound"], cm.objective_value(db))
         if best["plan"] is None and m.getNSols() > 0:
             try:
