@@ -123,8 +123,11 @@ def run_instance(iid, fname, frac, limit, seed):
         for r in res.report
     ]
     row["history"] = [(round(h[0], 3), h[1], h[2], h[3]) for h in res.history if math.isfinite(h[1])][:200]
+    def scalars(d):
+        return {kk: vv for kk, vv in d.items() if isinstance(vv, (int, float, str, bool, type(None)))}
+
     row["formulation_stats"] = {
-        k: {kk: vv for kk, vv in v.items() if isinstance(vv, (int, float, str, bool, type(None)))}
+        k: {**scalars(v), "phases": [scalars(ph) for ph in v.get("phases", [])]}
         for k, v in res.stats.get("formulations", {}).items()
     }
     return row
