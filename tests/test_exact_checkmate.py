@@ -137,10 +137,14 @@ def test_encoder_reports_an_incumbent_outside_the_model():
         assert kind == "none" and "staged" in why
     finally:
         cm.free()
-    r = CheckmateFormulation(stage_size=1).solve(p, incumbent=plan, node_limit=100)
+    r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, incumbent=plan, node_limit=100)
     assert r.stats["start"] == "none" and "start_note" in r.stats
     assert steps  # the solve still works
     assert r.plan is not None and simulate(p, r.plan).valid
+    # following the incumbent's order relabels the graph: the start is then complete
+    r = CheckmateFormulation(stage_size=1).solve(p, incumbent=plan, node_limit=100)
+    assert r.stats["start"] == "full" and r.stats.get("relabelled")
+    assert simulate(p, r.plan).valid and r.objective <= simulate(p, plan).total_time + 1e-9
 
 
 def test_encoder_rejects_starts_over_the_conservative_memory():
@@ -217,3 +221,35 @@ def test_plan_type():
     g = chain(4, bytes=1)
     r = CheckmateFormulation(stage_size=1).solve(Problem.single(g, 2), node_limit=NODES)
     assert isinstance(r.plan, Plan)
+
+
+def test_relabel_round_trip_and_greedy_order():
+    from hybrid_remat.exact.reorder import (
+        first_compute_order,
+        memory_greedy_order,
+        plan_to_original,
+        plan_to_relabelled,
+        relabel,
+    )
+
+    g = random_layered(15, seed=9)
+    p = Problem.single(g, "100%")
+    order = memory_greedy_order(g)
+    q, order = relabel(p, order)
+    plan = keep_all_plan(q.graph, "cost")
+    back = plan_to_original(plan, order)
+    assert simulate(p, back).valid
+    assert simulate(p, back).total_time == pytest.approx(simulate(q, plan).total_time)
+    assert plan_to_relabelled(back, order) == plan
+    assert (first_compute_order(back, g.n) == order).all()
+
+
+def test_staged_evict_plans_are_valid():
+    from hybrid_remat.exact.primal import StagedEvict
+
+    for seed in range(3):
+        g = random_layered(20, seed=seed)
+        p = Problem.single(g, mid_budget(g, 0.4))
+        plan = StagedEvict().run(p)
+        if plan is not None:
+            assert simulate(p, plan).valid

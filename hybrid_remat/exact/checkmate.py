@@ -643,6 +643,9 @@ class CheckmateFormulation(Formulation):
     recompute_cap : int or None
         Moccasin's ``C`` (at most ``C`` computations per node); with
         ``"auto"`` it applies to the fast phase (default 2 there).
+    follow_incumbent : bool
+        Model the incumbent's order of first computations (relabelling the
+        graph) rather than the reference order, so the start is usable.
     tiny_items, small_items, fast_items, max_stage_size
         Size thresholds (variables + rows per 60 s) of the ``"auto"`` policy.
     build_fraction : float
@@ -657,8 +660,10 @@ class CheckmateFormulation(Formulation):
 
     def __init__(self, stage_size="auto", recompute_cap: int | None = None, build_fraction: float = 0.4,
                  params: dict | None = None, name: str | None = None, small_items: float = 40_000,
-                 fast_items: float = 20_000, max_stage_size: int = 8, tiny_items: float = 5_000):
+                 fast_items: float = 20_000, max_stage_size: int = 8, tiny_items: float = 5_000,
+                 follow_incumbent: bool = True):
         self.tiny_items = tiny_items
+        self.follow_incumbent = follow_incumbent
         self.small_items = small_items
         self.fast_items = fast_items
         self.max_stage_size = max_stage_size
@@ -701,7 +706,7 @@ class CheckmateFormulation(Formulation):
         if self.stage_size != "auto":
             return [(int(self.stage_size), self.recompute_cap, 1.0)]
         limit = time_limit if time_limit else 60.0
-        scale = min(1.0, max(limit, 30.0) / 60.0)
+        scale = 1.0 if limit >= 30.0 else limit / 60.0
         g = problem.graph
         full = estimate_size(g, stage_starts(g.n, 1), None)
         full_items = full["vars"] + full["rows"]
@@ -711,10 +716,13 @@ class CheckmateFormulation(Formulation):
         if full_items <= self.small_items * scale:
             return [(1, cap, 0.6), (1, None, 1.0)]
         out = []
-        st, _ = self.choose_starts(problem, time_limit, cap, self.fast_items * scale)
-        size = int(np.max(np.diff(st)))
-        if size <= self.max_stage_size:
-            out.append((size, cap, 0.6))
+        size = 2
+        while size <= self.max_stage_size:
+            est = estimate_size(g, stage_starts(g.n, size), cap)
+            if est["vars"] + est["rows"] <= self.fast_items * scale:
+                out.append((size, cap, 0.6))
+                break
+            size *= 2
         if full_items / BUILD_RATE <= limit / 3:
             out.append((1, None, 1.0))
         return out
@@ -736,6 +744,23 @@ class CheckmateFormulation(Formulation):
             sim = simulate(problem, incumbent)
             if sim.valid:
                 best_plan, best_obj = incumbent, sim.total_time
+        # model the incumbent's order of first computations (it is then representable)
+        from .reorder import first_compute_order, plan_to_original, plan_to_relabelled, relabel
+
+        order = first_compute_order(best_plan, problem.graph.n) if best_plan is not None and self.follow_incumbent \
+            else None
+        original = problem
+        if order is not None and not np.array_equal(order, np.arange(problem.graph.n)):
+            problem, order = relabel(problem, order)
+            best_plan = plan_to_relabelled(best_plan, order)
+            stats["relabelled"] = True
+            user_on_incumbent = on_incumbent
+
+            def on_incumbent(plan, source=None, _order=order):
+                if user_on_incumbent is not None:
+                    user_on_incumbent(plan_to_original(plan, _order), source)
+        else:
+            order = None
         bound = float("-inf")
         status = "no_solution"
         for k, (size, cap, share) in enumerate(phases):
@@ -765,6 +790,10 @@ class CheckmateFormulation(Formulation):
                         "scip_status", "nodes", "skipped", "model_bound", "stages"):
                 if key in last:
                     stats[key] = last[key]
+        if order is not None and best_plan is not None:
+            best_plan = plan_to_original(best_plan, order)
+            stats["order_note"] = "modelled the incumbent's first-compute order; bounds cover that order's staged plans"
+        del original
         if status == "optimal" and best_plan is not None:
             lb = best_obj if best_obj - bound <= 1e-9 * max(1.0, abs(best_obj)) else min(bound, best_obj)
             return FormulationResult("optimal", best_plan, best_obj, lb, stats)
