@@ -57,7 +57,7 @@ class LPRounding(Heuristic):
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget"})
     rank = 50.0
 
-    def __init__(self, max_items: int = 40_000, reduced_budget: float = 0.9, time_fraction: float = 0.15):
+    def __init__(self, max_items: int = 40_000, reduced_budget: float = 0.9, time_fraction: float = 0.05):
         self.max_items = int(max_items)
         self.reduced_budget = float(reduced_budget)
         self.time_fraction = float(time_fraction)
