@@ -90,8 +90,11 @@ class Result:
     gap : float
         ``(objective - lower_bound) / objective`` (``inf`` without a plan).
     status : str
-        ``optimal``, ``feasible``, ``infeasible`` (the exact model proved its
-        plan class empty and nothing was found) or ``no_solution``.
+        ``optimal`` (a formulation proved ``plan`` optimal over its plan
+        class: for ``checkmate``, the staged plans with the modelled order
+        of first computations; see ``bound_scope``), ``feasible``,
+        ``infeasible`` (the exact model proved its plan class empty and
+        nothing was found) or ``no_solution``.
     history : list of (seconds, objective, bound, source)
     report : list of SourceReport
     simulation : SimulationResult or None

@@ -744,23 +744,8 @@ class CheckmateFormulation(Formulation):
             sim = simulate(problem, incumbent)
             if sim.valid:
                 best_plan, best_obj = incumbent, sim.total_time
-        # model the incumbent's order of first computations (it is then representable)
         from .reorder import first_compute_order, plan_to_original, plan_to_relabelled, relabel
 
-        order = first_compute_order(best_plan, problem.graph.n) if best_plan is not None and self.follow_incumbent \
-            else None
-        original = problem
-        if order is not None and not np.array_equal(order, np.arange(problem.graph.n)):
-            problem, order = relabel(problem, order)
-            best_plan = plan_to_relabelled(best_plan, order)
-            stats["relabelled"] = True
-            user_on_incumbent = on_incumbent
-
-            def on_incumbent(plan, source=None, _order=order):
-                if user_on_incumbent is not None:
-                    user_on_incumbent(plan_to_original(plan, _order), source)
-        else:
-            order = None
         bound = float("-inf")
         status = "no_solution"
         for k, (size, cap, share) in enumerate(phases):
@@ -775,8 +760,27 @@ class CheckmateFormulation(Formulation):
                 phase_deadline = now + left * share if k < len(phases) - 1 else deadline
             pstats: dict = {"stage_size": size, "recompute_cap": cap}
             stats["phases"].append(pstats)
-            fr = self._solve_phase(problem, size, cap, best_plan, phase_deadline, node_limit, seed, on_incumbent,
+            # the fast phase of a multi-phase run keeps the reference order; the others model the best
+            # plan's order of first computations (relabelling the graph) so that it is a complete start
+            order = None
+            if best_plan is not None and self.follow_incumbent and (k > 0 or len(phases) == 1):
+                order = first_compute_order(best_plan, problem.graph.n)
+                if order is not None and np.array_equal(order, np.arange(problem.graph.n)):
+                    order = None
+            if order is not None:
+                pproblem, order = relabel(problem, order)
+                pstart = plan_to_relabelled(best_plan, order)
+                pstats["relabelled"] = True
+
+                def pon_inc(plan, source=None, _order=order):
+                    if on_incumbent is not None:
+                        on_incumbent(plan_to_original(plan, _order), source)
+            else:
+                pproblem, pstart, pon_inc = problem, best_plan, on_incumbent
+            fr = self._solve_phase(pproblem, size, cap, pstart, phase_deadline, node_limit, seed, pon_inc,
                                    on_bound, stop, pstats)
+            if order is not None and fr.plan is not None:
+                fr.plan = plan_to_original(fr.plan, order)
             pstats["status"] = fr.status
             if fr.plan is not None and (best_plan is None or fr.objective < best_obj - 1e-12 * max(1.0, abs(best_obj))):
                 best_plan, best_obj = fr.plan, fr.objective
@@ -787,13 +791,12 @@ class CheckmateFormulation(Formulation):
         if stats["phases"]:
             last = stats["phases"][-1]
             for key in ("vars", "binaries", "rows", "build_s", "mem_unit", "mem_exact", "start", "start_note",
-                        "scip_status", "nodes", "skipped", "model_bound", "stages"):
+                        "scip_status", "nodes", "skipped", "model_bound", "stages", "relabelled"):
                 if key in last:
                     stats[key] = last[key]
-        if order is not None and best_plan is not None:
-            best_plan = plan_to_original(best_plan, order)
+        if any(ph.get("relabelled") for ph in stats["phases"]):
+            stats["relabelled"] = True
             stats["order_note"] = "modelled the incumbent's first-compute order; bounds cover that order's staged plans"
-        del original
         if status == "optimal" and best_plan is not None:
             lb = best_obj if best_obj - bound <= 1e-9 * max(1.0, abs(best_obj)) else min(bound, best_obj)
             return FormulationResult("optimal", best_plan, best_obj, lb, stats)

@@ -130,7 +130,7 @@ class StagedEvict(Heuristic):
         from .reorder import memory_greedy_order, plan_to_original, relabel
 
         best = None
-        orders = [memory_greedy_order(problem.graph), None]
+        orders = [None, memory_greedy_order(problem.graph)]  # reference first: it wins ties
         start = time.perf_counter()
         for k, order in enumerate(orders):
             order_deadline = start + (deadline - start) * (k + 1) / len(orders)
