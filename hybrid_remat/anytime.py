@@ -193,7 +193,7 @@ def _resolve(kind: str, wanted, registry: dict) -> list:
 
 def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=None,
                   on_improve: Callable | None = None, seed: int = 0, node_limit: int | None = None,
-                  stop: threading.Event | None = None, warm: bool = True) -> Result:
+                  stop: threading.Event | None = None, warm: bool = True, local_search: bool = True) -> Result:
     """Best verified plan for ``problem`` within ``time_limit`` seconds.
 
     Parameters
@@ -216,6 +216,10 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
         Set it (from another thread) to stop early.
     warm : bool
         Run :func:`warmup` first (outside the limit).
+    local_search : bool
+        Polish the best plan by dropping recomputations
+        (:func:`hybrid_remat.exact.local_search.drop_recomputations`) after
+        the heuristics (10 % of the time left) and at the end.
 
     Raises
     ------
@@ -279,6 +283,26 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
             history.append((now(), st["obj"], st["lb"], source))
             notify(source)
 
+    def polish(name: str, share: float) -> None:
+        """Drop recomputations from the best plan (single device), within a share of the time left."""
+        if not local_search or st["plan"] is None or not problem.is_single_device or stop.is_set():
+            return
+        if st["sim"] is not None and st["sim"].n_recompute == 0:
+            return
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return
+        from .exact.local_search import drop_recomputations
+
+        ts = time.perf_counter()
+        before = st["obj"]
+        plan = drop_recomputations(problem, st["plan"], deadline=ts + left * share)
+        sim, improved = offer(plan, name)
+        secs = time.perf_counter() - ts
+        report.append(SourceReport(name, "improver", "improved" if improved else "no_change",
+                                   st["obj"], st["sim"].tdi_pct if st["sim"] is not None else float("nan"), secs,
+                                   f"from {before:.6g}"))
+
     interrupted = False
     formulation_statuses: list = []
     try:
@@ -328,6 +352,8 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
             else:
                 report.append(SourceReport(h.name, "heuristic", "over_budget", seconds=secs, note=sim.error or ""))
                 history.append((now(), float("inf"), st["lb"], h.name))
+        # ------------------------------------------------- local search (incumbent)
+        polish("local_search", 0.1)
         # -------------------------------------------------------- formulations
         forms = []
         for f in form_objs:
@@ -370,6 +396,7 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
             tdi = (fr.objective - problem.base_cost) / problem.base_cost * 100 if math.isfinite(fr.objective) and \
                 problem.base_cost > 0 else float("nan")
             report.append(SourceReport(f.name, "formulation", fr.status, fr.objective, tdi, secs, note))
+        polish("local_search_final", 1.0)
     except KeyboardInterrupt:
         interrupted = True
         stop.set()

@@ -253,3 +253,23 @@ def test_staged_evict_plans_are_valid():
         plan = StagedEvict().run(p)
         if plan is not None:
             assert simulate(p, plan).valid
+
+
+def test_local_search_never_worsens_and_stays_valid():
+    from hybrid_remat.exact.local_search import drop_recomputations, remove_unread
+
+    rng = np.random.default_rng(4)
+    for seed in range(4):
+        g = random_layered(16, seed=seed)
+        p = Problem.single(g, mid_budget(g, 0.5))
+        # a wasteful but valid-ordered sequence: everything twice
+        seq = list(range(g.n)) + list(range(g.n))
+        plan = plan_from_order(g, seq, "cost")
+        sim = simulate(p, plan)
+        out = drop_recomputations(p, plan)
+        out_sim = simulate(p, out)
+        if sim.valid:
+            assert out_sim.valid and out_sim.total_time <= sim.total_time
+        # removing unread recomputations keeps every first computation
+        cleaned = remove_unread(g, seq + [int(rng.integers(0, g.n))])
+        assert set(cleaned) == set(range(g.n))
