@@ -696,7 +696,7 @@ class CheckmateFormulation(Formulation):
         Fixed ``stage_size``: one phase with this object's cap.  ``"auto"``:
         the full staged model (one node per stage, no cap: its bound covers
         the staged class) alone when it is tiny; the same model with the cap
-        first (60 % of the time; SCIP's RENS finds better plans there) when
+        first (70 % of the time; SCIP's RENS finds better plans there) when
         it is small; otherwise first a smaller model
         (Moccasin's cap ``C = recompute_cap`` (default 2), stages of ``g``
         nodes with the smallest ``g <= max_stage_size`` that fits
@@ -706,7 +706,7 @@ class CheckmateFormulation(Formulation):
         if self.stage_size != "auto":
             return [(int(self.stage_size), self.recompute_cap, 1.0)]
         limit = time_limit if time_limit else 60.0
-        scale = 1.0 if limit >= 30.0 else limit / 60.0
+        scale = 1.0 if limit >= 20.0 else limit / 60.0
         g = problem.graph
         full = estimate_size(g, stage_starts(g.n, 1), None)
         full_items = full["vars"] + full["rows"]
@@ -714,13 +714,13 @@ class CheckmateFormulation(Formulation):
         if full_items <= self.tiny_items:
             return [(1, None, 1.0)]
         if full_items <= self.small_items * scale:
-            return [(1, cap, 0.6), (1, None, 1.0)]
+            return [(1, cap, 0.7), (1, None, 1.0)]
         out = []
         size = 2
         while size <= self.max_stage_size:
             est = estimate_size(g, stage_starts(g.n, size), cap)
             if est["vars"] + est["rows"] <= self.fast_items * scale:
-                out.append((size, cap, 0.6))
+                out.append((size, cap, 0.7))
                 break
             size *= 2
         if full_items / BUILD_RATE <= limit / 3:
