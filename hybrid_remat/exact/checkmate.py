@@ -57,6 +57,7 @@ Examples
 from __future__ import annotations
 
 import math
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -643,6 +644,10 @@ class CheckmateFormulation(Formulation):
     recompute_cap : int or None
         Moccasin's ``C`` (at most ``C`` computations per node); with
         ``"auto"`` it applies to the fast phase (default 2 there).
+    push_local_search : bool
+        Polish each new SCIP incumbent by local search (dropping
+        recomputations, :mod:`.local_search`) and push improvements back
+        into the running solve through a SCIP primal heuristic.
     follow_incumbent : bool
         Model the incumbent's order of first computations (relabelling the
         graph) rather than the reference order, so the start is usable.
@@ -661,9 +666,10 @@ class CheckmateFormulation(Formulation):
     def __init__(self, stage_size="auto", recompute_cap: int | None = None, build_fraction: float = 0.4,
                  params: dict | None = None, name: str | None = None, small_items: float = 40_000,
                  fast_items: float = 20_000, max_stage_size: int = 8, tiny_items: float = 5_000,
-                 follow_incumbent: bool = True):
+                 follow_incumbent: bool = True, push_local_search: bool = True):
         self.tiny_items = tiny_items
         self.follow_incumbent = follow_incumbent
+        self.push_local_search = push_local_search
         self.small_items = small_items
         self.fast_items = fast_items
         self.max_stage_size = max_stage_size
@@ -831,6 +837,62 @@ class CheckmateFormulation(Formulation):
                 cm.free()
 
     # ------------------------------------------------------------------ solve
+    @staticmethod
+    def _local_search_push(cm, problem, plan, pushed, stats) -> None:
+        """Polish a new incumbent with local search; queue it for SCIP when it improves."""
+        from .local_search import drop_recomputations
+
+        before = simulate(problem, plan)
+        better = drop_recomputations(problem, plan, deadline=time.perf_counter() + 0.3)
+        after = simulate(problem, better)
+        if not (after.valid and after.total_time < before.total_time - 1e-12 * max(1.0, before.total_time)):
+            return
+        try:
+            R, S = cm.stage_rs(better)
+        except PlanError:
+            return
+        val, _ = cm.values_from_rs(R, S)
+        if val is not None:
+            pushed.put(val)
+            stats["pushed"] = stats.get("pushed", 0) + 1
+
+    @staticmethod
+    def _include_push_heuristic(cm, pushed, stats) -> None:
+        """A SCIP primal heuristic that tries the queued local-search plans."""
+        from pyscipopt import SCIP_HEURTIMING, SCIP_RESULT, Heur
+
+        by_name = {v.name: v for v in cm.model.getVars()}
+
+        class PushHeur(Heur):
+            def heurexec(self, heurtiming, nodeinfeasible):
+                result = SCIP_RESULT.DIDNOTRUN
+                while True:
+                    try:
+                        values = pushed.get_nowait()
+                    except queue.Empty:
+                        return {"result": result}
+                    result = SCIP_RESULT.DIDNOTFIND
+                    try:
+                        sol = self.model.createSol(self)
+                        for name, x in values.items():
+                            var = by_name.get(name)
+                            if var is None:
+                                continue
+                            try:
+                                self.model.setSolVal(sol, var, x)
+                            except Exception:  # removed by presolve: SCIP derives it
+                                pass
+                        if self.model.trySol(sol, printreason=False):
+                            result = SCIP_RESULT.FOUNDSOL
+                            stats["push_accepted"] = stats.get("push_accepted", 0) + 1
+                        else:
+                            stats["push_rejected"] = stats.get("push_rejected", 0) + 1
+                    except Exception as e:  # never raise inside SCIP
+                        stats["push_error"] = repr(e)
+
+        cm.model.includeHeur(PushHeur(), "hr_local_search", "plans from local search", "Y",
+                             timingmask=SCIP_HEURTIMING.AFTERLPNODE | SCIP_HEURTIMING.AFTERPSEUDONODE, freq=1)
+
     def _solve_model(self, cm, problem, incumbent, deadline, node_limit, seed, on_incumbent, on_bound, stop,
                      stats, t0) -> FormulationResult:
         from pyscipopt import SCIP_EVENTTYPE
@@ -859,12 +921,18 @@ class CheckmateFormulation(Formulation):
         # only the full staged model's bound bounds the staged class (blocks and caps restrict it)
         full_class = bool(cm.scale.exact and np.all(np.diff(cm.starts) == 1) and cm.recompute_cap is None)
 
+        pushed: queue.SimpleQueue = queue.SimpleQueue()
+        if self.push_local_search:
+            self._include_push_heuristic(cm, pushed, stats)
+
         def on_event(model, event):
             try:
                 et = event.getType()
                 if et == SCIP_EVENTTYPE.BESTSOLFOUND:
                     sol = model.getBestSol()
                     plan = cm.decode(sol, {"solver": self.name})
+                    if self.push_local_search:
+                        self._local_search_push(cm, problem, plan, pushed, stats)
                     sim = simulate(problem, plan)
                     if sim.valid and (not math.isfinite(best["obj"]) or
                                       sim.total_time < best["obj"] - 1e-12 * max(1.0, abs(best["obj"]))):
