@@ -56,7 +56,7 @@ def instances(quick):
         if (SHARED / "fcn_8_vgg_b32_416x608_train.json").exists():
             out.append(("CM1 @0.8", Problem.single(load_graph(SHARED / "fcn_8_vgg_b32_416x608_train.json"), "80%")))
         if (SHARED / "vgg16_b256_224x224_train.json").exists():
-            out.append(("vgg16 train @0.8", Problem.single(load_graph(SHARED / "vgg16_b256_224x224_train.json"), "80%")))
+            out.append(("vgg16 train @0.9", Problem.single(load_graph(SHARED / "vgg16_b256_224x224_train.json"), "90%")))
     return out
 
 
