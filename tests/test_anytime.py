@@ -203,3 +203,15 @@ def test_builtins_registered():
 def test_result_type():
     r = anytime_solve(Problem.single(chain(3, bytes=1), "100%"), 5, node_limit=10)
     assert isinstance(r, Result) and r.status == "optimal" and np.isclose(r.objective, 3.0)
+
+
+@pytest.mark.slow
+def test_vgg16_train_proved_optimal(moccasin_dir):
+    """Exact memory units (gcd of the sizes) let the full staged model prove its optimum."""
+    from hybrid_remat.loaders import load_graph
+
+    g = load_graph(moccasin_dir / "vgg16_b256_224x224_train.json")
+    p = Problem.single(g, "90%")
+    r = anytime_solve(p, 120, formulations=["checkmate"], node_limit=20_000)
+    assert simulate(p, r.plan).valid
+    assert r.status == "optimal" and r.bound_scope == "checkmate" and r.gap == 0

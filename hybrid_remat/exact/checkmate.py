@@ -119,7 +119,7 @@ class MemoryScale:
     exact: bool
 
     @classmethod
-    def choose(cls, bytes_, budget: int, *, max_units: int = 1 << 22, target_units: int = 1 << 18) -> MemoryScale:
+    def choose(cls, bytes_, budget: int, *, max_units: int = 1 << 24, target_units: int = 1 << 18) -> MemoryScale:
         """The gcd of all sizes when that leaves at most ``max_units`` budget
         units (exact: memory is always a multiple of it, so flooring the
         budget loses nothing), else a multiple of it giving about
@@ -878,10 +878,10 @@ class CheckmateFormulation(Formulation):
                             var = by_name.get(name)
                             if var is None:
                                 continue
-                            try:
-                                self.model.setSolVal(sol, var, x)
-                            except Exception:  # removed by presolve: SCIP derives it
-                                pass
+                            tvar = self.model.getTransformedVar(var)
+                            if tvar.getStatus() not in ("LOOSE", "COLUMN"):
+                                continue  # fixed or aggregated by presolve: SCIP derives its value
+                            self.model.setSolVal(sol, tvar, x)
                         if self.model.trySol(sol, printreason=False):
                             result = SCIP_RESULT.FOUNDSOL
                             stats["push_accepted"] = stats.get("push_accepted", 0) + 1
