@@ -74,6 +74,9 @@ def cmd_solve(args) -> int:
     if args.out and os.path.exists(args.out) and not args.force:
         raise CLIError(f"{args.out} exists; pass --force to overwrite it")
     g = load_graph(args.graph)
+    if args.cost_model:
+        first = (args.device or [""])[0].partition("=")[0] or g.cost_kinds[0]
+        g = _apply_cost_models(g, args.cost_model, first)
     problem = _problem(g, args)
     t0 = time.perf_counter()
     live = sys.stderr.isatty() and not args.quiet
@@ -167,13 +170,28 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_plugins(args) -> int:
-    from . import plugins
+    from .plugin_report import format_plugin_table
 
-    rows = plugins.registered()
-    print(f"{'kind':<13} {'name':<20} {'plugin':<36} {'source':<28} capabilities")
-    for r in rows:
-        print(f"{r.kind[:-1]:<13} {r.name:<20} {r.plugin:<36} {r.source:<28} {','.join(r.capabilities)}")
+    print(format_plugin_table())
     return 0
+
+
+def _apply_cost_models(graph, specs, default_kind):
+    """``--cost-model [KIND=]MODEL:DEVICE``: replace cost column KIND (default:
+    the primary device's) with a registered cost model's estimate."""
+    from . import plugins
+    from .cost_models import apply_cost_model
+
+    models = plugins.cost_models()
+    for spec in specs or []:
+        kind, _, rest = spec.rpartition("=") if "=" in spec else ("", "", spec)
+        name, _, device = rest.partition(":")
+        if name not in models:
+            raise CLIError(f"unknown cost model {name!r}; registered: {', '.join(sorted(models)) or 'none'}")
+        if not device:
+            raise CLIError(f"--cost-model {spec!r}: name the device, e.g. {name}:h200")
+        graph = apply_cost_model(graph, models[name], device, kind=kind or default_kind)
+    return graph
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -192,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--time-limit", type=float, default=20.0, help="seconds (after Numba warm-up)")
     s.add_argument("--heuristic", action="append", help="only these heuristics (repeatable)")
     s.add_argument("--formulation", action="append", help="only these exact formulations (repeatable)")
+    s.add_argument("--cost-model", action="append", metavar="[KIND=]MODEL:DEVICE",
+                   help="replace a cost column with a registered cost model's estimate, e.g. roofline:h200")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", help="write the plan as remat-plan/1 JSON")
     s.add_argument("--force", action="store_true", help="overwrite --out if it exists")

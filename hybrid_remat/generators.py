@@ -13,7 +13,7 @@ Examples
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import networkx as nx
 import numpy as np
@@ -47,63 +47,81 @@ def random_layered(
     width: float = 0.3,
     level_var: float = 0.75,
     edge_density: float = 0.2,
-    skip_density: float = 0.15,
+    skip_density: float = 0.14,
     max_cost: int = 1000,
-    max_bytes: int = 5000,
+    mean_bytes: int = 2000,
     seed: int = 0,
 ) -> Graph:
     """A random layered DAG in the style of Gagrani et al. 2022, App. A.
 
-    Nodes are spread over about ``n * width`` nodes per layer (layer sizes
-    vary by ``level_var``); each node draws inputs from the previous layer
-    (each candidate kept with probability ``edge_density``, at least one) and
-    skip connections from earlier layers (probability ``skip_density``).
-    The first node is the only source and one sink collects the last layer,
-    as in the published instances (source 0, target 1 in their numbering).
-    Costs and sizes are uniform integers.  Deterministic for a seed.
+    The parameters mirror the published instance names
+    (``random_layered_n{n}_w{width}_nlv{level_var}_ed{edge_density}_scd{skip_density}``):
+
+    * one source (node 0) and one sink (node ``n-1``) that collects every
+      node without a consumer;
+    * about ``sqrt(n) / (2 * width)`` inner layers whose sizes vary
+      uniformly by ``+-level_var`` around the mean;
+    * each node reads each node of the previous layer with probability
+      ``edge_density`` (at least one);
+    * skip connections from a random node of an earlier layer (two or more
+      layers back) make up a fraction ``skip_density`` of the edges;
+    * costs uniform integers in ``[1, max_cost]`` (source 0), output sizes
+      multiples of 10 with mean ``mean_bytes`` (exponential).
+
+    Deterministic for a seed.
 
     Notes
     -----
-    Written from the paper's description; the parameters mirror the
-    instance names (``w``, ``nlv``, ``ed``, ``scd``), not its code.
+    The appendix text itself could not be retrieved here; the layer count,
+    edge-span and size statistics were matched to the four published
+    instances (e.g. n=1000: 51 layers, 14 % skip edges, mean in-degree 5.9).
     """
     if n < 3:
         raise GraphError("random_layered needs n >= 3")
+    if not (0 < width and 0 <= level_var < 1 and 0 < edge_density <= 1 and 0 <= skip_density < 1):
+        raise GraphError("random_layered: need width > 0, 0 <= level_var < 1, 0 < edge_density <= 1, 0 <= skip_density < 1")
     rng = np.random.default_rng(seed)
     inner = n - 2
-    per_layer = max(1, int(round(inner * width / max(1.0, np.sqrt(inner * width)))))
-    layers: list[list[int]] = []
+    n_layers = int(min(inner, max(1, round(np.sqrt(n) / (2 * width)))))
+    weights = 1.0 + level_var * (2 * rng.random(n_layers) - 1)
+    sizes = np.maximum(1, np.floor(weights / weights.sum() * inner).astype(np.int64))
+    while sizes.sum() < inner:
+        sizes[int(rng.integers(n_layers))] += 1
+    while sizes.sum() > inner:
+        i = int(rng.integers(n_layers))
+        if sizes[i] > 1:
+            sizes[i] -= 1
+    layers: list[list[int]] = [[0]]
     v = 1
-    while v <= inner:
-        k = max(1, int(round(per_layer * (1 + level_var * (rng.random() * 2 - 1)))))
-        k = min(k, inner - v + 1)
+    for k in sizes.tolist():
         layers.append(list(range(v, v + k)))
         v += k
     sink = n - 1
     edges = set()
-    prev = [0]
-    for li, layer in enumerate(layers):
-        for x in layer:
-            cand = prev
-            chosen = [u for u in cand if rng.random() < edge_density]
+    for li in range(1, len(layers)):
+        prev = layers[li - 1]
+        for x in layers[li]:
+            chosen = [u for u in prev if rng.random() < edge_density]
             if not chosen:
-                chosen = [cand[int(rng.integers(len(cand)))]]
+                chosen = [prev[int(rng.integers(len(prev)))]]
             edges.update((u, x) for u in chosen)
-            for earlier in layers[: max(0, li - 1)]:
-                for u in earlier:
-                    if rng.random() < skip_density / max(1, len(earlier)):
-                        edges.add((u, x))
-        prev = layer
-    # every node without a consumer feeds the sink
+    n_skip = int(round(len(edges) * skip_density / (1 - skip_density)))
+    if len(layers) > 2:
+        for _ in range(n_skip):
+            li = int(rng.integers(2, len(layers)))
+            lj = int(rng.integers(0, li - 1))
+            u = layers[lj][int(rng.integers(len(layers[lj])))]
+            x = layers[li][int(rng.integers(len(layers[li])))]
+            edges.add((u, x))
     has_out = {u for u, _ in edges}
     for x in range(n - 1):
         if x not in has_out:
             edges.add((x, sink))
     costs = rng.integers(1, max_cost + 1, size=n).astype(np.float64)
     costs[0] = 0.0
-    sizes = rng.integers(1, max_bytes + 1, size=n)
+    sizes_b = 10 * np.ceil(rng.exponential(mean_bytes / 10, size=n)).astype(np.int64)
     return Graph.from_arrays(
-        sizes, sorted(edges), {"cost": costs},
+        sizes_b, sorted(edges), {"cost": costs},
         name=f"random_layered_n{n}_w{width}_nlv{level_var}_ed{edge_density}_scd{skip_density}_s{seed}",
     )
 

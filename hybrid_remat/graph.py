@@ -21,8 +21,9 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -119,7 +120,7 @@ class Graph:
         required: Sequence[int] | None = None,
         estimated: Mapping[str, Sequence[bool]] | None = None,
         meta: Mapping[str, Any] | None = None,
-    ) -> "Graph":
+    ) -> Graph:
         """Build and validate a graph whose nodes are already ``0..n-1``.
 
         Edges may come in any order, but the node numbering must be a
@@ -250,7 +251,7 @@ class Graph:
         name_attr: str | None = "name",
         flops_attr: str | None = "flops",
         meta: Mapping[str, Any] | None = None,
-    ) -> "Graph":
+    ) -> Graph:
         """Build a graph from a networkx DiGraph.
 
         Parameters
@@ -377,7 +378,7 @@ class Graph:
         g.add_edges_from(map(tuple, self.edges().tolist()))
         return g
 
-    def with_costs(self, costs: Mapping[str, np.ndarray], estimated: Mapping[str, np.ndarray] | None = None) -> "Graph":
+    def with_costs(self, costs: Mapping[str, np.ndarray], estimated: Mapping[str, np.ndarray] | None = None) -> Graph:
         """A copy with cost columns replaced or added (e.g. from a cost model)."""
         new = dict(self.costs)
         new_est = dict(self.estimated)

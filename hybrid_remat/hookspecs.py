@@ -1,28 +1,83 @@
 """The plugin contract of hybrid_remat (pluggy hook specifications).
 
 Every built-in heuristic, formulation, cost model and graph loader registers
-through these hooks, exactly as a third-party plugin does.  A plugin is a
-module or object with functions decorated by :data:`hookimpl`, registered
-either through the ``hybrid_remat`` entry-point group::
+through these four hooks, exactly as a third-party plugin does.
 
-    [project.entry-points.hybrid_remat]
-    myplugin = "my_package.plugin"
+Writing a plugin
+----------------
+A plugin is a module (or any object) with functions decorated by
+:data:`hookimpl` and named after the hooks below.  It reaches the library
+in one of three ways:
 
-or at run time with :func:`hybrid_remat.plugins.register`.
+1. an entry point of the ``hybrid_remat`` group in the plugin's
+   distribution (loaded automatically unless the environment variable
+   ``HYBRID_REMAT_DISABLE_PLUGIN_AUTOLOAD`` is set)::
 
-All ``register_*`` hooks are *collecting* hooks: every implementation is
-called (in LIFO registration order) and returns a list of objects; the
-manager flattens them and rejects duplicate names with a warning naming
-both plugins.  Each registered object declares
+       [project.entry-points.hybrid_remat]
+       myplugin = "my_package.plugin"
 
-``name``          unique string (used on the CLI and in results),
-``version``       string,
-``capabilities``  frozenset of strings (see :mod:`hybrid_remat.interfaces`),
+2. at run time, :func:`hybrid_remat.plugins.register` (a module or object),
+3. from a file, :func:`hybrid_remat.plugins.register_path` (datasette's
+   ``--plugins-dir`` style; handy for experiments and test fixtures).
 
-and the methods of its interface in :mod:`hybrid_remat.interfaces`.  The
-object's identity in result metadata is ``"{plugin}:{name}@{version}"``.
+``HYBRID_REMAT_BLOCKED_PLUGINS=a,b`` blocks entry points by name.
 
-Hooks are called with keyword arguments only.
+Semantics shared by all hooks
+-----------------------------
+* **When called**: once, the first time the registry is read
+  (:func:`hybrid_remat.plugins.heuristics` and friends), and again after
+  every :func:`~hybrid_remat.plugins.register`,
+  :func:`~hybrid_remat.plugins.unregister` or
+  :func:`~hybrid_remat.plugins.reset`.  Return fresh objects each time;
+  keep no state between calls.
+* **Arguments**: none (hooks are called with keyword arguments only, and
+  these take none).  A hookimpl declaring arguments is rejected.
+* **Result**: a ``list`` (or tuple) of objects, possibly empty.  ``None``
+  counts as "nothing".
+* **Collecting, not first-result**: every implementation is called; the
+  manager concatenates the lists, built-ins first, then entry points, then
+  run-time registrations.  The *first* object to claim a name keeps it.
+
+Registered objects
+------------------
+Each object declares, as attributes (the base classes of
+:mod:`hybrid_remat.interfaces` provide defaults):
+
+``name``
+    Unique (per kind) non-empty string: what the CLI and ``anytime_solve``
+    use (``--formulation ortools``).
+``version``
+    String, e.g. ``"1.2"``.
+``capabilities``
+    A set of strings saying which problems it accepts (see
+    :mod:`hybrid_remat.interfaces`: ``"dag"``, ``"chain"``,
+    ``"single_device"``, ``"multi_device"``, ``"needs_budget"``,
+    ``"exact"``).  :func:`hybrid_remat.interfaces.accepts` gates calls on
+    them, so an object is never handed a problem it did not declare.
+
+Its identity in result metadata is ``"{plugin}:{name}@{version}"``, with
+``plugin`` the entry-point or registration name
+(:func:`hybrid_remat.plugins.identity`).
+
+Errors
+------
+The manager never lets a broken plugin stop the rest.  A plugin that cannot
+be imported, has a hook with a wrong signature or an unknown
+``hybrid_remat_*`` hook, raises from a hook, returns something other than a
+list, or registers an object without a name, without its interface's
+methods, with non-string capabilities, or under a name already taken, is
+skipped (the whole plugin or the one object) with a
+:class:`hybrid_remat.plugins.PluginWarning` that names the plugin.
+Objects should raise :class:`hybrid_remat.errors.HybridRematError`
+subclasses for bad input; :mod:`hybrid_remat.testing` checks that they do.
+
+Checking a plugin
+-----------------
+Run :mod:`hybrid_remat.testing` in the plugin's own test suite::
+
+    from hybrid_remat.testing import check_formulation
+    def test_conformance():
+        check_formulation(MyFormulation())
 """
 
 from __future__ import annotations
@@ -40,43 +95,74 @@ __all__ = ["PROJECT", "hookspec", "hookimpl"]
 def hybrid_remat_register_heuristics() -> list:
     """Return heuristics (:class:`~hybrid_remat.interfaces.Heuristic`).
 
-    Called once when the registry is built.  Collecting: all
-    implementations are called; return a list (possibly empty).
+    Receives nothing; collecting (all implementations are called).
 
-    A heuristic has ``run(problem, *, seed=0) -> Plan | None`` (``None`` =
-    "no feasible plan found") and a numeric ``rank`` (cheaper first in
-    :func:`~hybrid_remat.anytime.anytime_solve`).
+    A heuristic has ``name``, ``version``, ``capabilities``, a numeric
+    ``rank`` (expected cost: ``anytime_solve`` runs cheaper heuristics
+    first) and ``run(problem, *, seed=0) -> Plan | None``.  ``run`` returns
+    a :class:`~hybrid_remat.plan.Plan` or ``None`` ("no feasible plan
+    found"); it must be deterministic for a seed.  The caller simulates
+    every plan and discards invalid or over-budget ones, so a heuristic
+    need not re-check, but :func:`hybrid_remat.testing.check_heuristic`
+    fails a heuristic that returns invalid plans.
 
     Example
     -------
     >>> from hybrid_remat import hookimpl
     >>> from hybrid_remat.interfaces import Heuristic
-    >>> class Mine(Heuristic):
-    ...     name = "mine"
+    >>> from hybrid_remat.plan import keep_all_plan
+    >>> class ReferenceOrder(Heuristic):
+    ...     name, version, rank = "reference_order", "1", 0.0
+    ...     capabilities = frozenset({"dag", "chain", "single_device"})
     ...     def run(self, problem, *, seed=0):
-    ...         return None
+    ...         return keep_all_plan(problem.graph, problem.primary.name)
     >>> @hookimpl
     ... def hybrid_remat_register_heuristics():
-    ...     return [Mine()]
+    ...     return [ReferenceOrder()]
     """
 
 
 @hookspec
 def hybrid_remat_register_formulations() -> list:
-    """Return exact formulations (:class:`~hybrid_remat.interfaces.Formulation`).
+    """Return exact (or bounding) formulations
+    (:class:`~hybrid_remat.interfaces.Formulation`).
 
-    Collecting.  A formulation has ``solve(problem, *, incumbent, time_limit,
-    node_limit, seed, threads, on_incumbent, on_bound, stop) ->
-    FormulationResult``; it must report every improving plan through
-    ``on_incumbent(plan, source)`` and bound changes through
-    ``on_bound(value)``, stop promptly when ``stop.is_set()``, and free its
-    solver resources before returning.
+    Receives nothing; collecting.
+
+    A formulation has ``solve(problem, *, incumbent=None, time_limit=60.0,
+    node_limit=None, seed=0, threads=1, on_incumbent=None, on_bound=None,
+    stop=None) -> FormulationResult``.  It
+
+    * may use ``incumbent`` (a valid :class:`~hybrid_remat.plan.Plan`) as a
+      warm start / hint;
+    * respects ``time_limit`` (seconds) and ``node_limit`` (search nodes,
+      branches or an equivalent deterministic work limit: tests use it),
+      ``threads`` and ``seed`` (same seed and one thread: same result);
+    * calls ``on_incumbent(plan, source)`` with every improving plan, after
+      checking it with :func:`~hybrid_remat.simulate.simulate` (``source``
+      a short string such as ``"ortools"``), and ``on_bound(value)`` when its
+      proven lower bound on the total compute time improves.  A bound that
+      holds only for the plans its model can express (e.g. staged plans in
+      the reference order) is allowed if the formulation declares the
+      capability ``"scoped_bound"``; ``anytime_solve`` then drops such a
+      bound once a plan beats it.  ``optimal`` follows the same scope;
+    * stops promptly when ``stop.is_set()``;
+    * frees its solver's resources before returning;
+    * returns ``FormulationResult(status, plan, objective, lower_bound,
+      stats)``, ``status`` one of ``optimal``, ``feasible``, ``infeasible``,
+      ``no_solution``, ``error``; a returned plan is valid for the problem.
 
     Example
     -------
+    >>> from hybrid_remat.interfaces import Formulation, FormulationResult
+    >>> class EchoIncumbent(Formulation):
+    ...     name, version = "echo", "1"
+    ...     capabilities = frozenset({"dag", "chain", "single_device"})
+    ...     def solve(self, problem, *, incumbent=None, **kw):
+    ...         return FormulationResult("feasible" if incumbent else "no_solution", incumbent)
     >>> @hookimpl
     ... def hybrid_remat_register_formulations():
-    ...     return [MyCpSatFormulation()]  # doctest: +SKIP
+    ...     return [EchoIncumbent()]
     """
 
 
@@ -84,15 +170,29 @@ def hybrid_remat_register_formulations() -> list:
 def hybrid_remat_register_cost_models() -> list:
     """Return cost models (:class:`~hybrid_remat.interfaces.CostModel`).
 
-    Collecting.  A cost model has ``estimate(graph, device) -> ndarray``
-    giving each node's time in seconds on the named device (e.g. ``"h200"``)
-    and ``devices()`` listing the names it knows.
+    Receives nothing; collecting.
+
+    A cost model has ``devices() -> list[str]`` (the device names it knows,
+    e.g. ``["h200", "a100"]``) and ``estimate(graph, device) -> ndarray``:
+    each node's time in seconds on that device, a finite non-negative
+    float64 array of length ``graph.n``.  An unknown device or a graph it
+    cannot estimate raises a :class:`~hybrid_remat.errors.HybridRematError`
+    subclass.  :func:`hybrid_remat.cost_models.apply_cost_model` stores an
+    estimate as a new cost kind of a graph.
 
     Example
     -------
+    >>> import numpy as np
+    >>> from hybrid_remat.interfaces import CostModel
+    >>> class UnitCost(CostModel):
+    ...     name, version = "unit", "1"
+    ...     def devices(self):
+    ...         return ["unit"]
+    ...     def estimate(self, graph, device):
+    ...         return np.ones(graph.n)
     >>> @hookimpl
     ... def hybrid_remat_register_cost_models():
-    ...     return [RooflineModel()]  # doctest: +SKIP
+    ...     return [UnitCost()]
     """
 
 
@@ -100,15 +200,26 @@ def hybrid_remat_register_cost_models() -> list:
 def hybrid_remat_register_loaders() -> list:
     """Return graph loaders (:class:`~hybrid_remat.interfaces.Loader`).
 
-    Collecting.  A loader has ``sniff(path, head: bytes) -> bool`` (can it
-    read this file?  ``head`` is the first KiB, decompressed for ``.gz``)
-    and ``load(path) -> Graph``.  :func:`hybrid_remat.loaders.load_graph`
-    asks the loaders in registration order (third-party first) and uses the
-    first that says yes.
+    Receives nothing; collecting.
+
+    A loader has ``sniff(path, head: bytes) -> bool`` (can it read this
+    file?  ``head`` is the first KiB, decompressed for ``.gz``; must not
+    raise) and ``load(path) -> Graph`` (raises
+    :class:`~hybrid_remat.errors.GraphError` on malformed files).
+    :func:`hybrid_remat.loaders.load_graph` asks the loaders latest
+    registration first (so third parties can override a built-in format)
+    and uses the first that says yes.
 
     Example
     -------
+    >>> from hybrid_remat.interfaces import Loader
+    >>> class OnnxLoader(Loader):
+    ...     name, version = "onnx", "1"
+    ...     def sniff(self, path, head):
+    ...         return path.endswith(".onnx")
+    ...     def load(self, path):
+    ...         raise NotImplementedError  # build a Graph here
     >>> @hookimpl
     ... def hybrid_remat_register_loaders():
-    ...     return [OnnxLoader()]  # doctest: +SKIP
+    ...     return [OnnxLoader()]
     """

@@ -18,8 +18,8 @@ Capabilities
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import numpy as np
 
@@ -35,7 +35,7 @@ def is_chain(graph) -> bool:
     n = graph.n
     if graph.m != n - 1:
         return False
-    return bool(np.all(graph.succ_idx == np.arange(1, n)) and np.all(np.diff(graph.succ_ptr) == 1)) if n > 1 else True
+    return bool(np.all(graph.succ_idx == np.arange(1, n)) and np.all(np.diff(graph.succ_ptr)[:-1] == 1)) if n > 1 else True
 
 
 def accepts(obj, problem) -> tuple[bool, str]:
@@ -108,7 +108,7 @@ class Formulation:
         *,
         incumbent=None,
         time_limit: float = 60.0,
-        node_limit: Optional[int] = None,
+        node_limit: int | None = None,
         seed: int = 0,
         threads: int = 1,
         on_incumbent: Callable | None = None,

@@ -75,7 +75,7 @@ def read_json(path: str) -> Any:
 
 def graph_from_remat_json(doc: dict, *, source: str = "<memory>") -> Graph:
     """Build a :class:`Graph` from a parsed ``remat-graph/1`` document."""
-    if doc.get("format") != REMAT_GRAPH_FORMAT:
+    if not isinstance(doc, dict) or doc.get("format") != REMAT_GRAPH_FORMAT:
         raise GraphError(f"{source}: not a {REMAT_GRAPH_FORMAT} document")
     try:
         nodes = doc["nodes"]
@@ -129,6 +129,8 @@ def graph_from_node_link(doc: dict, *, source: str = "<memory>") -> Graph:
     else:
         src_key, dst_key = "source", "target"
     nodes = doc.get("nodes") or []
+    if not isinstance(nodes, list) or not all(isinstance(x, dict) for x in nodes):
+        raise GraphError(f"{source}: node-link 'nodes' must be a list of objects")
     if not nodes:
         raise GraphError(f"{source}: graph is empty: it has no nodes")
     id_key = "id" if "id" in nodes[0] else "name"
@@ -184,6 +186,8 @@ class NodeLinkLoader(Loader):
     version = "1"
 
     def sniff(self, path: str, head: bytes) -> bool:
+        if b"remat-graph/1" in head:
+            return False
         return b'"nodes"' in head and (b'"links"' in head or b'"edges"' in head or b'"directed"' in head)
 
     def load(self, path: str) -> Graph:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable, NamedTuple, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -77,7 +78,7 @@ class Plan:
             raise PlanError("plan step arrays differ in length")
 
     @classmethod
-    def from_steps(cls, steps: Iterable, devices: Sequence[str] | None = None, meta: dict | None = None) -> "Plan":
+    def from_steps(cls, steps: Iterable, devices: Sequence[str] | None = None, meta: dict | None = None) -> Plan:
         """Build from ``("compute", v, dev)``, ``("free", v, dev)`` and
         ``("copy", v, src, dst)`` tuples (or :class:`Step`)."""
         devs = list(devices or [])
@@ -109,7 +110,7 @@ class Plan:
         return cls(op, node, d1, d2, devs, meta)
 
     @classmethod
-    def single_device(cls, op, node, device: str = "gpu", meta: dict | None = None) -> "Plan":
+    def single_device(cls, op, node, device: str = "gpu", meta: dict | None = None) -> Plan:
         """A one-device plan from ``op``/``node`` arrays (kernel output)."""
         k = len(op)
         return cls(op, node, np.zeros(k, np.int64), np.full(k, -1, np.int64), [device], meta)
@@ -126,7 +127,7 @@ class Plan:
     def n_computes(self) -> int:
         return int((self.op == OP_COMPUTE).sum())
 
-    def renamed(self, devices: Sequence[str]) -> "Plan":
+    def renamed(self, devices: Sequence[str]) -> Plan:
         """The same steps with device names replaced position-wise."""
         if len(devices) != len(self.devices):
             raise PlanError("renamed() needs one name per device")

@@ -16,8 +16,8 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -113,7 +113,7 @@ class Problem:
 
     # ---------------------------------------------------------------- build
     @classmethod
-    def single(cls, graph: Graph, budget, device: str | None = None, *, kind: str | None = None) -> "Problem":
+    def single(cls, graph: Graph, budget, device: str | None = None, *, kind: str | None = None) -> Problem:
         """One device with ``budget`` (bytes, ``"8GiB"`` or ``"80%"``).
 
         The device is named after its cost kind: ``"gpu"`` for profiled
@@ -124,7 +124,7 @@ class Problem:
         return cls(graph, [Device(name, kind, parse_budget(budget, graph))])
 
     @classmethod
-    def from_specs(cls, graph: Graph, specs: Sequence[str] | None, budget=None) -> "Problem":
+    def from_specs(cls, graph: Graph, specs: Sequence[str] | None, budget=None) -> Problem:
         """Build from CLI-style specs ``["gpu=2GiB", "cpu=64GiB"]``.
 
         With one spec or none, ``budget`` applies.  Links come from the
@@ -148,7 +148,7 @@ class Problem:
             devices.append(Device(name, kind, parse_budget(size, graph), can_compute=kind != "storage"))
         return cls(graph, devices, default_links(graph, [d.name for d in devices]))
 
-    def with_budgets(self, **budgets) -> "Problem":
+    def with_budgets(self, **budgets) -> Problem:
         """A copy with some device budgets replaced (by name)."""
         devs = [
             Device(d.name, d.kind, parse_budget(budgets[d.name], self.graph), d.can_compute)

@@ -9,7 +9,14 @@ from hybrid_remat.errors import PlanError
 from hybrid_remat.generators import chain, random_dag
 from hybrid_remat.loaders import load_graph
 from hybrid_remat.plan import (
-    Plan, keep_all_plan, plan_from_json, plan_from_order, plan_from_rs, plan_to_json, read_plan, rs_from_plan,
+    Plan,
+    keep_all_plan,
+    plan_from_json,
+    plan_from_order,
+    plan_from_rs,
+    plan_to_json,
+    read_plan,
+    rs_from_plan,
     write_plan,
 )
 from hybrid_remat.problem import Device, Link, Problem

@@ -12,11 +12,12 @@ from hybrid_remat.problem import Device, Link, Problem
 from hybrid_remat.simulate import check_plan, simulate, simulate_kernel
 
 
-def _two_device_problem(g, gpu=10**9, cpu=10**9):
+def _two_device_problem(g, gpu=10**9, cpu=10**9, check=True):
     return Problem(
         g,
         [Device("gpu", "gpu", gpu), Device("cpu", "cpu", cpu)],
         [Link("gpu", "cpu", 10.0, 1.0), Link("cpu", "gpu", 20.0, 0.5)],
+        check=check,
     )
 
 
@@ -54,7 +55,7 @@ def test_kernel_agrees_with_python_version(n, D, seed, check_budget):
     rng = np.random.default_rng(seed)
     g = random_dag(n, p=0.3, seed=seed, kinds=("gpu", "cpu"))
     p = (
-        Problem(g, _two_device_problem(g, 25, 40).devices, _two_device_problem(g).links, check=False)
+        _two_device_problem(g, 25, 40, check=False)
         if D == 2
         else Problem(g, [Device("gpu", "gpu", 30)], check=False)
     )

@@ -5,9 +5,16 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def hybrid_remat_register_heuristics():
-    return []
+    from ..hetero.heft import HeftScheduler
+    from ..hetero.lift import LiftedSingleDevice
+    from ..hetero.paging import HeftOffload
+
+    return [HeftScheduler(), HeftOffload(), LiftedSingleDevice()]
 
 
 @hookimpl
 def hybrid_remat_register_formulations():
-    return []
+    from ..hetero.paging import PagingMILP
+    from ..hetero.xengine import XEngineMILP
+
+    return [XEngineMILP(), PagingMILP()]

@@ -1,0 +1,19 @@
+"""CPU+GPU planning: operator placement, transfers and host offload.
+
+* :mod:`~hybrid_remat.hetero.heft`    memory-aware HEFT list scheduling with DTR eviction (Numba)
+* :mod:`~hybrid_remat.hetero.lift`    single-device plans lifted with host offload
+* :mod:`~hybrid_remat.hetero.xengine` XEngine's staged MILP with transfer variables (SCIP)
+* :mod:`~hybrid_remat.hetero.staging` stage grids: plans <-> staged arrays, memory accounting, coarse grids
+* :mod:`~hybrid_remat.hetero.paging`  POET-style paging (storage-only host)
+* :mod:`~hybrid_remat.hetero.brute`   exhaustive search for tiny problems (tests)
+"""
+
+from .heft import HeftScheduler, heft_plan
+from .lift import LiftedSingleDevice, lift_plan
+from .paging import HeftOffload, PagingMILP, paging_problem
+from .xengine import XEngineMILP, model_size
+
+__all__ = [
+    "HeftScheduler", "heft_plan", "LiftedSingleDevice", "lift_plan", "HeftOffload", "PagingMILP",
+    "paging_problem", "XEngineMILP", "model_size",
+]

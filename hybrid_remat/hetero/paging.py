@@ -1,0 +1,94 @@
+"""POET-style paging: the GPU computes, the other devices only store.
+
+:func:`paging_problem` turns every device but the primary into a
+storage-only one (``Device(..., can_compute=False)``); on such a problem
+the staged MILP of :mod:`hybrid_remat.hetero.xengine` is POET's model
+(``S_ram``/``S_host`` are ``S`` on the two devices, page-out/page-in are the
+copies ``X``) and the HEFT kernel becomes a remat-or-offload planner.  Plans
+found this way are valid for the original problem too (they compute on the
+primary device only).
+
+Examples
+--------
+>>> from hybrid_remat.generators import chain
+>>> from hybrid_remat.problem import Device, Link, Problem
+>>> g = chain(3, bytes=1).with_costs({"gpu": [1.0] * 3, "cpu": [1.0] * 3})
+>>> p = Problem(g, [Device("gpu", "gpu", 2), Device("cpu", "cpu", 9)], [Link("gpu", "cpu", 1.0)])
+>>> [d.can_compute for d in paging_problem(p).devices]
+[True, False]
+"""
+
+from __future__ import annotations
+
+from ..errors import BudgetError
+from ..interfaces import Formulation, FormulationResult, Heuristic
+from ..problem import Device, Problem
+from .heft import HeftScheduler
+from .xengine import MAX_VARIABLES, XEngineMILP
+
+__all__ = ["paging_problem", "PagingMILP", "HeftOffload"]
+
+
+def paging_problem(problem: Problem) -> Problem:
+    """The same problem with every non-primary device storage-only."""
+    devs = [problem.primary] + [Device(d.name, "storage", d.memory_bytes, can_compute=False)
+                                for d in problem.devices[1:]]
+    return Problem(problem.graph, devs, problem.links)
+
+
+class PagingMILP(Formulation):
+    """:class:`~hybrid_remat.hetero.xengine.XEngineMILP` on
+    :func:`paging_problem` (POET's remat + paging model, serial time)."""
+
+    name = "hetero_paging"
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "multi_device", "exact"})
+
+    def __init__(self, max_variables: int = MAX_VARIABLES):
+        self.inner = XEngineMILP(max_variables)
+
+    def solve(self, problem: Problem, *, incumbent=None, **kw) -> FormulationResult:
+        try:
+            pp = paging_problem(problem)
+        except BudgetError as e:
+            # paging is impossible, which says nothing about co-execution
+            return FormulationResult("no_solution", None, float("inf"), float("-inf"),
+                                     {"reason": str(e), "skipped": str(e)})
+        if incumbent is not None:
+            # only an incumbent that computes on the primary device is a paging plan
+            prim = [i for i, nm in enumerate(incumbent.devices) if nm == problem.primary.name]
+            ok = bool(prim) and all(int(incumbent.device[k]) in prim
+                                    for k in range(len(incumbent)) if incumbent.op[k] == 0)
+            incumbent = incumbent if ok else None
+        res = self.inner.solve(pp, incumbent=incumbent, **kw)
+        if res.plan is not None:
+            res.plan.meta["solver"] = self.name
+        # a bound for the paging restriction is not a bound for the full problem
+        res.stats["paging_lower_bound"] = res.lower_bound
+        res.lower_bound = float("-inf")
+        if res.status == "optimal":
+            res.status = "feasible"
+        return res
+
+
+class HeftOffload(Heuristic):
+    """Memory-aware HEFT computing on the primary device only, the other
+    devices used as offload memory (remat versus offload, no co-execution)."""
+
+    name = "hetero_heft_offload"
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "multi_device", "needs_budget"})
+    rank = 3.0
+
+    def __init__(self, objective: str = "serial"):
+        self.inner = HeftScheduler(objective)
+
+    def run(self, problem: Problem, *, seed: int = 0):
+        try:
+            pp = paging_problem(problem)
+        except BudgetError:  # the primary device alone cannot hold some node
+            return None
+        plan = self.inner.run(pp, seed=seed)
+        if plan is not None:
+            plan.meta["solver"] = self.name
+        return plan

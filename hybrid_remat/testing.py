@@ -1,0 +1,583 @@
+"""A conformance battery for plugin objects (in the manner of
+scikit-learn's ``check_estimator`` and cvxpy's solver test helpers).
+
+Third-party test suites call it on their objects; our own tests call it on
+every registered built-in::
+
+    from hybrid_remat.testing import check_heuristic
+    def test_my_heuristic_conforms():
+        check_heuristic(MyHeuristic())
+
+Each ``check_*`` runs the object on small standard instances
+(:func:`standard_instances`: a chain, a small training graph, a random DAG,
+each at 100 % of the keep-all peak and at a tight budget, and a CPU+GPU
+problem for ``multi_device`` objects) and raises :class:`AssertionError`
+naming the object, the instance and what went wrong.  On success it returns
+a report ``{"checked": [...], "skipped": [...]}``.  Every plan an object
+returns is verified with :func:`~hybrid_remat.simulate.simulate`.
+
+What is asserted
+----------------
+* plans pass ``simulate`` within the budget and use only the problem's
+  devices; ``None`` (heuristics) only where allowed (never at 100 %
+  budget unless ``require_plan_at_full_budget=False``);
+* the same seed gives the same result;
+* capabilities are respected: an object is only called on the instances it
+  accepts (:func:`~hybrid_remat.interfaces.accepts`), and must not raise on
+  them; it must accept at least one instance;
+* errors on bad input are :class:`~hybrid_remat.errors.HybridRematError`
+  subclasses;
+* formulations: statuses from the documented set, bounds below every valid
+  plan, ``optimal`` only with a plan no worse than the known one, every
+  ``on_incumbent`` plan valid, a set ``stop`` event honoured;
+* cost models: finite non-negative float arrays of length ``n``,
+  deterministic, usable as a cost kind;
+* loaders: files written by the battery (``remat-graph/1``, gzip and
+  plain, and node-link JSON) read back to the same graph when sniffed, a
+  loader's own ``save(graph, path)`` round-trips when it has one, garbage
+  is refused with a ``HybridRematError``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import tempfile
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from . import generators
+from .budgets import keep_all_peak
+from .cost_models import apply_cost_model
+from .errors import HybridRematError
+from .graph import Graph
+from .interfaces import FormulationResult, accepts
+from .plan import Plan, keep_all_plan, plan_from_order, rs_from_plan
+from .problem import Device, Problem, default_links
+from .simulate import simulate
+
+__all__ = [
+    "Instance", "standard_instances", "standard_graphs", "check_heuristic", "check_formulation",
+    "check_cost_model", "check_loader", "write_remat_graph", "write_node_link", "FORMULATION_STATUSES",
+]
+
+FORMULATION_STATUSES = frozenset({"optimal", "feasible", "infeasible", "no_solution", "error"})
+_TOL = 1e-6
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A standard problem with a known valid plan.
+
+    Attributes
+    ----------
+    name : str
+        E.g. ``"training9@tight"``.
+    problem : Problem
+    witness : Plan
+        A valid plan for ``problem`` (proof that it is feasible; the
+        incumbent given to formulations).
+    full_budget : bool
+        The budget is the keep-all peak (the reference order fits).
+    """
+
+    name: str
+    problem: Problem
+    witness: Plan
+    full_budget: bool
+
+
+def _training9() -> Graph:
+    fwd = nx.DiGraph()
+    for i, (b, c) in enumerate([(4, 2.0), (6, 3.0), (3, 1.0), (5, 2.0)]):
+        fwd.add_node(i, bytes=b, cost=c)
+    fwd.add_edges_from([(0, 1), (1, 2), (2, 3)])
+    return generators.training_graph(fwd, name="training9")
+
+
+def standard_instances(*, multi_device: bool = True) -> list[Instance]:
+    """The battery's problems (small: at most 10 nodes each).
+
+    Tight budgets are the smallest feasible ones (a node with its inputs);
+    the witness plans that reach them were found by exhaustive search over
+    recomputation sets and are stored as compute sequences.
+    """
+    out = []
+    ch = generators.chain(6, bytes=[3, 1, 4, 1, 5, 9], cost=[2.0, 7.0, 1.0, 8.0, 2.0, 8.0], name="chain6")
+    tr = _training9()
+    rd = generators.random_dag(10, p=0.3, seed=3)
+    for g, tight_seq in ((ch, None), (tr, [0, 1, 2, 3, 4, 5, 6, 0, 1, 7, 0, 8]),
+                         (rd, [0, 1, 2, 5, 4, 6, 7, 0, 3, 8, 1, 4, 9])):
+        peak = keep_all_peak(g)
+        out.append(Instance(f"{g.name}@100%", Problem.single(g, peak), keep_all_plan(g, "cost"), True))
+        if tight_seq is not None:
+            w = plan_from_order(g, tight_seq, "cost")
+            budget = simulate(Problem.single(g, peak), w).peak_bytes["cost"]
+            out.append(Instance(f"{g.name}@tight", Problem.single(g, budget), w, False))
+    if multi_device:
+        g2 = generators.random_dag(8, p=0.35, seed=5, kinds=("gpu", "cpu"))
+        peak = keep_all_peak(g2)
+        links = default_links(g2, ["gpu", "cpu"])
+        full = Problem(g2, [Device("gpu", "gpu", peak), Device("cpu", "cpu", 4 * peak)], links)
+        out.append(Instance(f"{g2.name}/gpu+cpu@100%", full, keep_all_plan(g2, "gpu"), True))
+        tight_gpu = max(int(np.max(g2.bytes)), int(0.5 * peak))
+        tight = Problem(g2, [Device("gpu", "gpu", tight_gpu), Device("cpu", "cpu", 4 * peak)], links, check=False)
+        cpu_plan = keep_all_plan(g2, "cpu")
+        out.append(Instance(f"{g2.name}/gpu+cpu@tight", tight, cpu_plan, False))
+    for inst in out:  # the battery's own premise: every witness is valid
+        r = simulate(inst.problem, inst.witness)
+        assert r.valid, f"internal: witness of {inst.name} invalid: {r.error}"
+    return out
+
+
+def standard_graphs() -> list[Graph]:
+    """Graphs for cost models and loaders: a small profiled-style graph
+    (``gpu``/``cpu`` costs, FLOPs, op names, phases, required outputs) and
+    the chain and random DAG of :func:`standard_instances` (one ``cost``
+    kind, no FLOPs)."""
+    ops = ["aten.convolution.default", "aten.relu.default", "aten.addmm.default", "aten.sum.default",
+           "aten.mm.default", "aten.threshold_backward.default", "aten.convolution_backward.default"]
+    edges = [(0, 1), (1, 2), (2, 3), (3, 4), (1, 5), (4, 5), (5, 6), (0, 6)]
+    prof = Graph.from_arrays(
+        [4096, 4096, 1024, 4, 1024, 4096, 8192], edges,
+        {"gpu": [2e-5, 1e-5, 1.5e-5, 8e-6, 1.2e-5, 1e-5, 4e-5], "cpu": [4e-4, 5e-5, 2e-4, 1e-5, 1.5e-4, 6e-5, 9e-4]},
+        name="profiled7", names=[f"{i}:{o}" for i, o in enumerate(ops)],
+        phase=["forward"] * 4 + ["backward"] * 3,
+        flops=[2.4e8, 1.0e3, 2.1e6, 256.0, 2.1e6, 1.0e3, 4.8e8], required=[6],
+        meta={"op": ops, "format": "remat-graph/1"},
+    )
+    return [prof, generators.chain(6, bytes=[3, 1, 4, 1, 5, 9], cost=[2.0, 7.0, 1.0, 8.0, 2.0, 8.0], name="chain6"),
+            generators.random_dag(10, p=0.3, seed=3)]
+
+
+# --------------------------------------------------------------------- helpers
+def _who(obj) -> str:
+    return f"{type(obj).__name__} {getattr(obj, 'name', '?')!r}"
+
+
+def _check_declared(obj, kind: str) -> None:
+    name = getattr(obj, "name", None)
+    assert isinstance(name, str) and name, f"{_who(obj)}: {kind} needs a non-empty string `name`"
+    assert isinstance(getattr(obj, "version", None), str), f"{_who(obj)}: `version` must be a string"
+    caps = getattr(obj, "capabilities", None)
+    assert caps is not None and not isinstance(caps, str) and all(isinstance(c, str) for c in caps), (
+        f"{_who(obj)}: `capabilities` must be a set of strings, got {caps!r}")
+
+
+def _check_plan(obj, inst: Instance, plan, what: str):
+    assert isinstance(plan, Plan), f"{_who(obj)} on {inst.name}: {what} is {type(plan).__name__}, not a Plan"
+    names = {d.name for d in inst.problem.devices}
+    if inst.problem.n_devices > 1:
+        bad = set(plan.devices) - names
+        assert not bad, f"{_who(obj)} on {inst.name}: {what} uses unknown devices {sorted(bad)}"
+    try:
+        r = simulate(inst.problem, plan)
+    except HybridRematError as e:
+        raise AssertionError(f"{_who(obj)} on {inst.name}: {what} cannot be simulated: {e}") from None
+    assert r.valid, f"{_who(obj)} on {inst.name}: {what} is invalid: {r.error}"
+    return r
+
+
+def _select(obj, instances: Sequence[Instance] | None) -> tuple[list[Instance], list[tuple[str, str]]]:
+    insts = list(instances) if instances is not None else standard_instances()
+    chosen, skipped = [], []
+    for inst in insts:
+        ok, why = accepts(obj, inst.problem)
+        if ok:
+            chosen.append(inst)
+        else:
+            skipped.append((inst.name, why))
+    assert chosen, f"{_who(obj)} accepts none of the instances ({skipped}): check its capabilities"
+    return chosen, skipped
+
+
+def _call(obj, inst: Instance, what: str, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except AssertionError:
+        raise
+    except Exception as e:
+        raise AssertionError(
+            f"{_who(obj)} raised {type(e).__name__}: {e} on {inst.name}, a problem its capabilities accept ({what})"
+        ) from e
+
+
+# ------------------------------------------------------------------ heuristics
+def check_heuristic(heuristic, *, instances: Sequence[Instance] | None = None, seed: int = 0,
+                    require_plan_at_full_budget: bool = True) -> dict:
+    """Check a heuristic against the contract of
+    :func:`~hybrid_remat.hookspecs.hybrid_remat_register_heuristics`.
+
+    Parameters
+    ----------
+    heuristic : object with ``name``, ``version``, ``capabilities``, ``rank``, ``run``
+    instances : sequence of Instance, optional
+        Default :func:`standard_instances`.
+    seed : int
+    require_plan_at_full_budget : bool
+        A heuristic must find a plan when the keep-all order fits (default).
+
+    Returns
+    -------
+    dict
+        ``{"checked": [names], "skipped": [(name, reason)], "found": {name: total_time or None}}``.
+    """
+    _check_declared(heuristic, "heuristic")
+    assert isinstance(getattr(heuristic, "rank", None), (int, float)), f"{_who(heuristic)}: `rank` must be a number"
+    assert callable(getattr(heuristic, "run", None)), f"{_who(heuristic)} has no run()"
+    chosen, skipped = _select(heuristic, instances)
+    found = {}
+    for inst in chosen:
+        plan = _call(heuristic, inst, "run", heuristic.run, inst.problem, seed=seed)
+        if plan is None:
+            assert not (inst.full_budget and require_plan_at_full_budget), (
+                f"{_who(heuristic)} returned None on {inst.name}, where the reference order fits")
+            found[inst.name] = None
+        else:
+            r = _check_plan(heuristic, inst, plan, "its plan")
+            found[inst.name] = r.total_time
+        again = _call(heuristic, inst, "run, second time", heuristic.run, inst.problem, seed=seed)
+        assert (plan is None) == (again is None) and (plan is None or plan == again), (
+            f"{_who(heuristic)} is not deterministic on {inst.name} for seed {seed}")
+    return {"checked": [i.name for i in chosen], "skipped": skipped, "found": found}
+
+
+# ---------------------------------------------------------------- formulations
+def check_formulation(formulation, *, instances: Sequence[Instance] | None = None, seed: int = 0,
+                      time_limit: float = 20.0, node_limit: int | None = 2000,
+                      require_plan_at_full_budget: bool = True) -> dict:
+    """Check a formulation against the contract of
+    :func:`~hybrid_remat.hookspecs.hybrid_remat_register_formulations`.
+
+    Each accepted instance is solved with the witness plan as incumbent and
+    without one, twice with the same seed (single thread: same status and
+    objective), and once with ``stop`` already set.
+
+    Bounds (``on_bound``, ``lower_bound``) and ``optimal`` must not exceed
+    the cost of any valid plan.  A formulation declaring the capability
+    ``"scoped_bound"`` (its bounds and optimality hold for the staged plans
+    of its model only) is compared with the witness only where the witness
+    is a staged plan (:func:`~hybrid_remat.plan.rs_from_plan` accepts it),
+    and always with its own plans.
+
+    Parameters
+    ----------
+    formulation : object with ``name``, ``version``, ``capabilities``, ``solve``
+    instances : sequence of Instance, optional
+    seed : int
+    time_limit : float
+        Per solve (a backstop; the battery's instances are tiny).
+    node_limit : int or None
+        Per solve, passed through (keeps the check fast and deterministic).
+    require_plan_at_full_budget : bool
+        Given the (keep-all) incumbent at 100 % budget, the formulation
+        must return a plan (default).
+
+    Returns
+    -------
+    dict
+        ``{"checked", "skipped", "status": {name: status}}``.
+    """
+    _check_declared(formulation, "formulation")
+    chosen, skipped = _select(formulation, instances)
+    statuses = {}
+    scoped = "scoped_bound" in set(getattr(formulation, "capabilities", ()))
+    for inst in chosen:
+        known = simulate(inst.problem, inst.witness).total_time
+        if scoped and not _in_staged_scope(inst):
+            known = math.inf  # the witness may lie outside the model its bounds cover
+        results = []
+        for incumbent in (inst.witness, None):
+            seen_plans, seen_bounds = [], []
+
+            def on_incumbent(plan, source, _seen=seen_plans, _inst=inst):
+                assert isinstance(source, str), f"{_who(formulation)}: on_incumbent source must be a string"
+                _seen.append(_check_plan(formulation, _inst, plan, f"incumbent from {source!r}").total_time)
+
+            def on_bound(value, _seen=seen_bounds):
+                _seen.append(float(value))
+
+            res = _call(formulation, inst, "solve", formulation.solve, inst.problem, incumbent=incumbent,
+                        time_limit=time_limit, node_limit=node_limit, seed=seed, threads=1,
+                        on_incumbent=on_incumbent, on_bound=on_bound, stop=threading.Event())
+            _check_result(formulation, inst, res, known, incumbent is not None)
+            if incumbent is not None and inst.full_budget and require_plan_at_full_budget:
+                assert res.plan is not None, (
+                    f"{_who(formulation)} on {inst.name}: no plan although the incumbent it was given fits "
+                    f"(status {res.status!r})")
+            for b in seen_bounds:
+                assert b <= known * (1 + _TOL) + _TOL or math.isinf(known), (
+                    f"{_who(formulation)} on {inst.name}: on_bound({b}) exceeds a valid plan's cost {known}")
+            results.append(res)
+        again = _call(formulation, inst, "solve, second time", formulation.solve, inst.problem,
+                      incumbent=inst.witness, time_limit=time_limit, node_limit=node_limit, seed=seed, threads=1)
+        assert again.status == results[0].status and _close(again.objective, results[0].objective), (
+            f"{_who(formulation)} is not deterministic on {inst.name}: {results[0].status}/{results[0].objective} "
+            f"then {again.status}/{again.objective} for seed {seed}")
+        stop = threading.Event()
+        stop.set()
+        stopped = _call(formulation, inst, "solve with stop set", formulation.solve, inst.problem,
+                        incumbent=inst.witness, time_limit=time_limit, node_limit=node_limit, seed=seed, threads=1,
+                        stop=stop)
+        _check_result(formulation, inst, stopped, known, True)
+        # a hint for another graph is a bad input: ignore it or say so with a HybridRematError
+        alien = keep_all_plan(generators.chain(inst.problem.graph.n + 3), inst.problem.primary.name)
+        try:
+            res = formulation.solve(inst.problem, incumbent=alien, time_limit=time_limit, node_limit=node_limit,
+                                    seed=seed, threads=1)
+        except HybridRematError:
+            pass
+        except Exception as e:
+            raise AssertionError(f"{_who(formulation)} raised {type(e).__name__} (not a HybridRematError) when "
+                                 f"given an incumbent for another graph on {inst.name}: {e}") from e
+        else:
+            _check_result(formulation, inst, res, known, False)
+        statuses[inst.name] = results[0].status
+    return {"checked": [i.name for i in chosen], "skipped": skipped, "status": statuses}
+
+
+def _in_staged_scope(inst: Instance) -> bool:
+    """The witness is a staged plan (first computations in the reference
+    order, one device): inside the model of every staged formulation."""
+    if not inst.problem.is_single_device:
+        return False
+    try:
+        rs_from_plan(inst.problem.graph, inst.witness)
+    except HybridRematError:
+        return False
+    return True
+
+
+def _close(a: float, b: float) -> bool:
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= _TOL * max(1.0, abs(a), abs(b))
+
+
+def _check_result(obj, inst: Instance, res, known: float, had_incumbent: bool) -> None:
+    assert isinstance(res, FormulationResult), (
+        f"{_who(obj)} on {inst.name}: solve returned {type(res).__name__}, not a FormulationResult")
+    assert res.status in FORMULATION_STATUSES, f"{_who(obj)} on {inst.name}: unknown status {res.status!r}"
+    assert res.status != "infeasible", f"{_who(obj)} on {inst.name}: says infeasible, but a valid plan exists"
+    lb = float(res.lower_bound)
+    assert lb <= known * (1 + _TOL) + _TOL or math.isinf(known), (
+        f"{_who(obj)} on {inst.name}: lower bound {lb} exceeds the cost {known} of a valid plan")
+    if res.plan is not None:
+        r = _check_plan(obj, inst, res.plan, "its returned plan")
+        assert lb <= r.total_time * (1 + _TOL) + _TOL, (
+            f"{_who(obj)} on {inst.name}: lower bound {lb} exceeds its own plan's cost {r.total_time}")
+    if res.status in ("optimal", "feasible"):
+        assert res.plan is not None, f"{_who(obj)} on {inst.name}: status {res.status!r} without a plan"
+    if res.status == "optimal":
+        r = simulate(inst.problem, res.plan)
+        assert r.total_time <= known * (1 + _TOL) + _TOL or math.isinf(known), (
+            f"{_who(obj)} on {inst.name}: 'optimal' plan costs {r.total_time}, more than a known plan's {known}")
+        if inst.full_budget and inst.problem.is_single_device:
+            assert _close(r.total_time, inst.problem.base_cost), (
+                f"{_who(obj)} on {inst.name}: 'optimal' at full budget must cost the sum of node costs "
+                f"{inst.problem.base_cost}, got {r.total_time}")
+
+
+# ----------------------------------------------------------------- cost models
+def check_cost_model(model, *, graphs: Iterable[Graph] | None = None) -> dict:
+    """Check a cost model: for every device it lists and every standard
+    graph, ``estimate`` returns a finite non-negative float array of length
+    ``n`` (or raises a ``HybridRematError``: at least one pair must work),
+    twice the same; an unknown device raises a ``HybridRematError``; the
+    estimate works as a cost kind (a problem on it simulates).
+
+    Returns
+    -------
+    dict
+        ``{"checked": [(graph, device)], "refused": [(graph, device, message)]}``.
+    """
+    _check_declared(model, "cost model")
+    devices = list(model.devices())
+    assert devices and all(isinstance(d, str) for d in devices), f"{_who(model)}: devices() must list device names"
+    graphs = list(graphs) if graphs is not None else standard_graphs()
+    checked, refused = [], []
+    for g in graphs:
+        for dev in devices:
+            try:
+                est = model.estimate(g, dev)
+            except HybridRematError as e:
+                refused.append((g.name, dev, str(e)))
+                continue
+            except Exception as e:
+                raise AssertionError(f"{_who(model)} raised {type(e).__name__} (not a HybridRematError) "
+                                     f"estimating {g.name} on {dev!r}: {e}") from e
+            arr = np.asarray(est)
+            assert arr.shape == (g.n,), f"{_who(model)}: estimate({g.name}, {dev!r}) has shape {arr.shape}, not ({g.n},)"
+            assert np.issubdtype(arr.dtype, np.floating), f"{_who(model)}: estimate must be floats, got {arr.dtype}"
+            assert np.isfinite(arr).all(), f"{_who(model)}: estimate({g.name}, {dev!r}) has non-finite entries"
+            assert (arr >= 0).all(), f"{_who(model)}: estimate({g.name}, {dev!r}) has negative entries"
+            again = np.asarray(model.estimate(g, dev))
+            assert np.array_equal(arr, again), f"{_who(model)}: estimate({g.name}, {dev!r}) is not deterministic"
+            g2 = apply_cost_model(g, model, dev, kind="estimated")
+            p = Problem.single(g2, "100%", kind="estimated")
+            r = simulate(p, keep_all_plan(g2, p.primary.name))
+            assert r.valid and np.isclose(r.total_time, float(arr.sum()), rtol=1e-9, atol=0), (
+                f"{_who(model)}: the estimate does not work as a cost kind on {g.name}")
+            checked.append((g.name, dev))
+    assert checked, f"{_who(model)} estimated none of the standard graphs on any of its devices: {refused}"
+    try:
+        model.estimate(graphs[0], "no-such-device-xyz")
+    except HybridRematError:
+        pass
+    except Exception as e:
+        raise AssertionError(f"{_who(model)}: an unknown device raised {type(e).__name__}, "
+                             "not a HybridRematError") from e
+    else:
+        raise AssertionError(f"{_who(model)}: an unknown device name was accepted silently")
+    return {"checked": checked, "refused": refused}
+
+
+# --------------------------------------------------------------------- loaders
+def write_remat_graph(graph: Graph, path: str | os.PathLike) -> None:
+    """Write ``graph`` as ``remat-graph/1`` JSON (gzip when ``path`` ends
+    in ``.gz``).  Cost kinds ``gpu``/``cpu`` become ``time_gpu_s`` /
+    ``time_cpu_s``; a graph with only ``cost`` writes it as ``time_gpu_s``."""
+    gpu = graph.costs.get("gpu", graph.costs.get("cost"))
+    ops = list(graph.meta.get("op", [str(v) for v in range(graph.n)]))
+    doc: dict[str, Any] = {
+        "format": "remat-graph/1", "name": graph.name,
+        "nodes": {
+            "op": ops, "phase": ["backward" if p else "forward" for p in graph.phase.tolist()],
+            "bytes": graph.bytes.tolist(),
+            "flops": [None if math.isnan(f) else f for f in graph.flops.tolist()],
+            "time_gpu_s": np.asarray(gpu).tolist(),
+        },
+        "edges": graph.edges().tolist(),
+        "outputs": np.flatnonzero(graph.required).tolist(),
+    }
+    if "cpu" in graph.costs:
+        doc["nodes"]["time_cpu_s"] = graph.costs["cpu"].tolist()
+    raw = json.dumps(doc).encode()
+    with open(path, "wb") as f:
+        f.write(gzip.compress(raw, mtime=0) if os.fspath(path).endswith(".gz") else raw)
+
+
+def write_node_link(graph: Graph, path: str | os.PathLike) -> None:
+    """Write ``graph`` as Checkmate-style node-link JSON (``cost_cpu`` is
+    the first cost kind, ``cost_ram`` the bytes)."""
+    c = graph.costs[graph.cost_kinds[0]]
+    doc = {
+        "directed": True, "multigraph": False, "graph": {"name": graph.name},
+        "nodes": [{"id": v, "name": graph.names[v], "backward": bool(graph.phase[v]), "cost_cpu": float(c[v]),
+                   "cost_ram": int(graph.bytes[v])} for v in range(graph.n)],
+        "links": [{"source": int(u), "target": int(v)} for u, v in graph.edges().tolist()],
+    }
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def _same_graph(a: Graph, b: Graph, kinds: dict[str, str]) -> str | None:
+    if a.n != b.n:
+        return f"{b.n} nodes, expected {a.n}"
+    if not np.array_equal(a.edges(), b.edges()):
+        return "different edges"
+    if not np.array_equal(a.bytes, b.bytes):
+        return "different bytes"
+    for src, dst in kinds.items():
+        if dst not in b.costs:
+            return f"no cost kind {dst!r}"
+        if not np.allclose(a.costs[src], b.costs[dst], rtol=1e-12, atol=0):
+            return f"different {dst!r} costs"
+    return None
+
+
+def check_loader(loader, *, samples: Iterable[tuple[str, Graph]] | None = None) -> dict:
+    """Check a graph loader.
+
+    Parameters
+    ----------
+    loader : object with ``name``, ``version``, ``capabilities``, ``sniff``, ``load``
+        With a ``save(graph, path)`` method, the battery round-trips the
+        standard graphs through it as well.
+    samples : iterable of (path, Graph), optional
+        Files of the loader's format with the graph each should give.
+        Default: files the battery writes in the built-in formats.  The
+        loader must accept (sniff) at least one sample.
+
+    Returns
+    -------
+    dict
+        ``{"loaded": [paths], "declined": [paths]}``.
+    """
+    _check_declared(loader, "loader")
+    loaded, declined = [], []
+    with tempfile.TemporaryDirectory(prefix="hr-check-loader-") as tmp:
+        cases: list[tuple[str, Graph, dict]] = []
+        if samples is not None:
+            cases += [(os.fspath(p), g, {k: k for k in g.costs}) for p, g in samples]
+        else:
+            for g in standard_graphs():
+                kinds = {"gpu": "gpu", "cpu": "cpu"} if "gpu" in g.costs else {"cost": "gpu"}
+                for ext in (".json", ".json.gz"):
+                    p = os.path.join(tmp, f"{g.name}.remat{ext}")
+                    write_remat_graph(g, p)
+                    cases.append((p, g, kinds))
+                p = os.path.join(tmp, f"{g.name}.nodelink.json")
+                write_node_link(g, p)
+                cases.append((p, g, {g.cost_kinds[0]: "cost"}))
+        if callable(getattr(loader, "save", None)):
+            for g in standard_graphs():
+                p = os.path.join(tmp, f"{g.name}.own")
+                loader.save(g, p)
+                cases.append((p, g, None))  # compare the cost kinds it writes
+        for path, g, kinds in cases:
+            head = _head(path)
+            try:
+                ok = loader.sniff(path, head)
+            except Exception as e:
+                raise AssertionError(f"{_who(loader)}: sniff raised {type(e).__name__} on {path}: {e}") from e
+            if not ok:
+                declined.append(path)
+                continue
+            try:
+                got = loader.load(path)
+            except Exception as e:
+                raise AssertionError(f"{_who(loader)} sniffed {os.path.basename(path)} but load raised "
+                                     f"{type(e).__name__}: {e}") from e
+            assert isinstance(got, Graph), f"{_who(loader)}: load returned {type(got).__name__}, not a Graph"
+            if kinds is None:
+                kinds = {k: k for k in g.costs if k in got.costs}
+                assert kinds, f"{_who(loader)}: {os.path.basename(path)} read back without any of {g.cost_kinds}"
+            diff = _same_graph(g, got, kinds)
+            assert diff is None, f"{_who(loader)}: {os.path.basename(path)} read back with {diff}"
+            loaded.append(path)
+        assert loaded, f"{_who(loader)} accepted none of the sample files; pass samples=[(path, graph), ...]"
+        # garbage: sniff must not raise; load of a broken file raises a HybridRematError
+        for i, blob in enumerate((b"\x00\x01garbage\xff", b'{"format": "remat-graph/1", "nodes": {', b"[1, 2, 3]")):
+            bad = os.path.join(tmp, f"broken{i}{os.path.splitext(loaded[0])[1]}")
+            with open(bad, "wb") as f:
+                f.write(blob)
+            try:
+                loader.sniff(bad, blob[:1024])
+            except Exception as e:
+                raise AssertionError(f"{_who(loader)}: sniff raised {type(e).__name__} on a broken file: {e}") from e
+            try:
+                loader.load(bad)
+            except HybridRematError:
+                pass
+            except Exception as e:
+                raise AssertionError(f"{_who(loader)}: loading a broken file raised {type(e).__name__}, "
+                                     f"not a HybridRematError: {e}") from e
+            else:
+                raise AssertionError(f"{_who(loader)}: loading a broken file ({blob[:20]!r}) returned a graph")
+    return {"loaded": [os.path.basename(p) for p in loaded], "declined": [os.path.basename(p) for p in declined]}
+
+
+def _head(path: str, size: int = 1024) -> bytes:
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    return raw[:size]

@@ -1,0 +1,3 @@
+"""A plugin whose import fails."""
+
+raise ImportError("fixture plugin cannot be imported")
