@@ -661,7 +661,7 @@ class CheckmateFormulation(Formulation):
 
     name = "checkmate"
     version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "exact"})
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "exact", "scoped_bound"})
 
     def __init__(self, stage_size="auto", recompute_cap: int | None = None, build_fraction: float = 0.4,
                  params: dict | None = None, name: str | None = None, small_items: float = 40_000,
@@ -807,7 +807,9 @@ class CheckmateFormulation(Formulation):
             lb = best_obj if best_obj - bound <= 1e-9 * max(1.0, abs(best_obj)) else min(bound, best_obj)
             return FormulationResult("optimal", best_plan, best_obj, lb, stats)
         if status == "infeasible" and best_plan is None:
-            return FormulationResult("infeasible", None, float("inf"), float("inf"), stats)
+            # the staged class is empty; other plans may exist: never claim infeasibility (team contract)
+            stats["staged_class_empty"] = True
+            return FormulationResult("no_solution", None, float("inf"), float("-inf"), stats)
         if best_plan is not None:
             return FormulationResult("feasible", best_plan, best_obj, min(bound, best_obj), stats)
         return FormulationResult("no_solution", None, float("inf"), bound, stats)
