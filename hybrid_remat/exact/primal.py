@@ -35,7 +35,7 @@ __all__ = ["staged_evict_order", "StagedEvict"]
 
 
 def staged_evict_order(graph, cost, budget: int, *, alpha: float = 1.0, beta: float = 1.0,
-                       deadline: float | None = None):
+                       deadline: float | None = None, dfs: bool = False):
     """A staged compute sequence within ``budget`` or ``None``.
 
     Victims maximise ``bytes**beta * distance / (recompute cost)**alpha``
@@ -60,7 +60,9 @@ def staged_evict_order(graph, cost, budget: int, *, alpha: float = 1.0, beta: fl
         return n + 1
 
     def missing_closure(t):
-        """Nodes to recompute (sorted) so that t's inputs are resident."""
+        """Nodes to recompute so that t's inputs are resident: sorted (a
+        staged stage) or, with ``dfs``, in depth-first post-order (each input
+        subtree finished before the next starts: fewer values held)."""
         need = set()
         stack = [u for u in preds[t] if not resident[u]]
         while stack:
@@ -69,7 +71,21 @@ def staged_evict_order(graph, cost, budget: int, *, alpha: float = 1.0, beta: fl
                 continue
             need.add(u)
             stack.extend(w for w in preds[u] if not resident[w] and w not in need)
-        return sorted(need)
+        if not dfs or len(need) > 500:  # (the post-order below is recursive)
+            return sorted(need)
+        out, done = [], set()
+
+        def visit(u):
+            done.add(u)
+            for w in sorted(preds[u], key=lambda x: -int(b[x])):
+                if w in need and w not in done:
+                    visit(w)
+            out.append(u)
+
+        for u in sorted(preds[t], key=lambda x: -int(b[x])):
+            if u in need and u not in done:
+                visit(u)
+        return out
 
     for t in range(n):
         if deadline is not None and t % 16 == 0 and time.perf_counter() > deadline:
@@ -138,10 +154,12 @@ class StagedEvict(Heuristic):
             g = prob.graph
             cost = np.asarray(prob.cost_matrix[0], dtype=np.float64)
             budget = int(prob.budgets[0])
-            for alpha, beta in self.VARIANTS:
-                if time.perf_counter() > order_deadline:
+            found = False
+            for k2, (alpha, beta) in enumerate(self.VARIANTS + self.VARIANTS[:2]):
+                dfs = k2 >= len(self.VARIANTS)
+                if time.perf_counter() > order_deadline or (dfs and found):
                     break
-                seq = staged_evict_order(g, cost, budget, alpha=alpha, beta=beta, deadline=order_deadline)
+                seq = staged_evict_order(g, cost, budget, alpha=alpha, beta=beta, deadline=order_deadline, dfs=dfs)
                 if seq is None:
                     continue
                 plan = plan_from_order(g, seq, problem.primary.name, {"solver": self.name})
@@ -150,4 +168,5 @@ class StagedEvict(Heuristic):
                 sim = simulate(problem, plan)
                 if sim.valid and (best is None or sim.total_time < best[0]):
                     best = (sim.total_time, plan)
+                found = found or sim.valid
         return {"plan": None if best is None else best[1]}
