@@ -1,7 +1,8 @@
 """A staged greedy plan builder: the reference order (and a memory-greedy
 topological order) with Belady-style evictions and on-demand recomputation.  It gives the exact models a staged
-incumbent quickly (its plans are always representable in the staged
-Checkmate class) and is registered as the heuristic ``staged_evict``.
+incumbent quickly (its index-ordered variants are staged plans; the
+depth-first variants, tried only when those fail, are not) and is
+registered as the heuristic ``staged_evict``.
 
 The builder walks the frontier ``t = 0..n-1``.  To compute ``t`` it first
 recomputes, in increasing index order, every missing input (recursively);
