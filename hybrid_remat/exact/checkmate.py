@@ -987,11 +987,7 @@ class CheckmateFormulation(Formulation):
             interrupted = True
             stop.set()
         if th.is_alive():
-            stop.set()
-            try:
-                m.interruptSolve()
-            except Exception:
-                pass
+            stop.set()  # the event handler interrupts SCIP from its own thread (never call SCIP from here)
             th.join()
         if errors:
             stats["callback_errors"] = errors[:3]
@@ -999,6 +995,9 @@ class CheckmateFormulation(Formulation):
             stats["solver_error"] = worker_error[0]
         status = m.getStatus()
         stats["scip_status"] = status
+        if status == "userinterrupt" and not stop.is_set() and not errors:
+            interrupted = True  # SCIP caught a Ctrl-C itself (misc/catchctrlc): pass it on
+            stop.set()
         stats["nodes"] = m.getNNodes()
         stats["solve_s"] = time.perf_counter() - t0 - stats.get("build_s", 0.0)
         db = m.getDualbound()
