@@ -1,0 +1,36 @@
+"""Exact models and their helpers.
+
+* :mod:`.checkmate` -- the staged Checkmate MILP on SCIP (block stages,
+  triangularity by construction, exact or conservative memory units,
+  Checkmate's tightening cuts, recomputation cap), its decoder, its MIP-start
+  encoder and :class:`CheckmateFormulation` (registered as ``checkmate``).
+* :mod:`.brute` -- brute-force optima (all plans, or the staged class) for
+  tiny graphs: the ground truth of the tests.
+* :mod:`.primal` -- ``staged_evict``, a staged greedy that gives the models
+  representable incumbents quickly.
+* :mod:`.reorder` -- relabelling along another topological order (the
+  incumbent's first computations, or a memory-greedy order).
+
+Exactness trade-offs (measured in ``benchmarks/results/exact_tradeoffs.md``):
+stages of ``g > 1`` nodes and the cap ``C`` restrict the plan class (the
+optimum can only get worse; their bounds are not bounds of the staged class
+and are never reported as such) but shrink the model and help SCIP's
+heuristics.  The ``"auto"`` policy of :class:`CheckmateFormulation` uses the
+restricted model first and the full one (``g = 1``, ``C = inf``) for the
+proof when it can be built in time.
+"""
+
+from .checkmate import (
+    CheckmateFormulation,
+    CheckmateModel,
+    MemoryScale,
+    build_checkmate_model,
+    estimate_size,
+    solve_r_opt,
+    stage_starts,
+)
+
+__all__ = [
+    "CheckmateFormulation", "CheckmateModel", "MemoryScale", "build_checkmate_model",
+    "estimate_size", "solve_r_opt", "stage_starts",
+]

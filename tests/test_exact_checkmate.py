@@ -1,0 +1,275 @@
+"""The staged Checkmate MILP: optimum against brute force, encoder/decoder,
+bound scope, cuts and memory units."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
+from hybrid_remat.exact.brute import brute_force_optimum, brute_force_staged_optimum
+from hybrid_remat.exact.checkmate import (
+    CheckmateFormulation,
+    CheckmateModel,
+    MemoryScale,
+    estimate_size,
+    solve_r_opt,
+    stage_starts,
+)
+from hybrid_remat.generators import chain, random_layered, training_graph
+from hybrid_remat.graph import Graph
+from hybrid_remat.plan import Plan, keep_all_plan, plan_from_order
+from hybrid_remat.problem import Problem
+from hybrid_remat.simulate import simulate
+
+NODES = 20_000
+
+
+def mid_budget(g, frac):
+    """A budget ``frac`` of the way from the smallest feasible one to the keep-all peak."""
+    lo, hi = min_feasible_budget(g), keep_all_peak(g)
+    return int(lo + frac * (hi - lo))
+
+
+def tiny_problems(count, seed=0, nmax=7):
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        n = int(rng.integers(3, nmax + 1))
+        edges = [(u, v) for v in range(1, n) for u in range(v) if rng.random() < 0.4]
+        for v in range(1, n):
+            if not any(e[1] == v for e in edges):
+                edges.append((int(rng.integers(0, v)), v))
+        g = Graph.from_arrays(rng.integers(1, 5, n), edges, {"cost": rng.integers(1, 10, n).astype(float)})
+        lo, hi = min_feasible_budget(g), keep_all_peak(g)
+        out.append(Problem.single(g, int(rng.integers(lo, hi + 1))))
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_milp_equals_staged_brute_force_and_never_beats_all_plans(seed):
+    """On graphs of up to 7 nodes the MILP optimum equals the best staged
+    plan (brute force in the simulator's semantics); the best plan overall
+    is never worse, and the decoded plan is valid and as good as claimed."""
+    for p in tiny_problems(10, seed):
+        r = CheckmateFormulation(stage_size=1).solve(p, node_limit=NODES)
+        staged = brute_force_staged_optimum(p)
+        overall = brute_force_optimum(p)
+        assert overall <= staged
+        if staged == float("inf"):
+            assert r.status == "no_solution" and r.plan is None and r.stats.get("staged_class_empty")
+            continue
+        assert r.status == "optimal"
+        sim = simulate(p, r.plan)
+        assert sim.valid
+        assert sim.total_time == pytest.approx(r.objective)
+        assert r.objective == pytest.approx(staged)
+        assert r.lower_bound == pytest.approx(staged)
+
+
+def test_block_stages_match_their_own_brute_force():
+    for p in tiny_problems(8, seed=3):
+        st = stage_starts(p.graph.n, 2)
+        r = CheckmateFormulation(stage_size=2).solve(p, node_limit=NODES)
+        expected = brute_force_staged_optimum(p, st)
+        if expected == float("inf"):
+            assert r.plan is None
+        else:
+            assert r.objective == pytest.approx(expected)
+            assert simulate(p, r.plan).valid
+        # coarser stages can only restrict the class
+        assert expected >= brute_force_staged_optimum(p) - 1e-9
+        # a restricted model's bound is not reported as a bound
+        assert r.lower_bound == float("-inf") or np.isinf(r.lower_bound)
+
+
+def test_chain_optimum_is_all_plans_optimum():
+    g = chain(7, bytes=1, cost=[3, 1, 4, 1, 5, 9, 2])
+    p = Problem.single(g, 3)
+    r = CheckmateFormulation(stage_size=1).solve(p, node_limit=NODES)
+    assert r.objective == pytest.approx(brute_force_optimum(p))
+
+
+def test_milp_never_worse_than_a_heuristic_start():
+    g = random_layered(14, seed=2)
+    p = Problem.single(g, mid_budget(g, 0.3))
+    order = np.concatenate([np.arange(g.n), np.arange(g.n)])
+    for plan in (keep_all_plan(g, "cost"), plan_from_order(g, order, "cost")):
+        sim = simulate(p, plan)
+        r = CheckmateFormulation(stage_size=1).solve(p, incumbent=plan, node_limit=NODES)
+        if sim.valid:
+            assert r.objective <= sim.total_time + 1e-9
+
+
+def test_encoder_full_start_is_accepted_and_reproduces_the_plan_cost():
+    g = random_layered(12, seed=5)
+    p = Problem.single(g, "100%")
+    plan = keep_all_plan(g, "cost")
+    cm = CheckmateModel(p)
+    try:
+        R, S = cm.stage_rs(plan)
+        val, why = cm.values_from_rs(R, S)
+        assert val is not None, why
+        kind, _ = cm.add_start(plan)
+        assert kind == "full"
+        cm.model.setParam("limits/nodes", 1)
+        cm.model.optimize()
+        assert cm.model.getNSols() >= 1
+        assert cm.objective_value(cm.model.getPrimalbound()) == pytest.approx(simulate(p, plan).total_time)
+    finally:
+        cm.free()
+
+
+def test_encoder_reports_an_incumbent_outside_the_model():
+    g = random_layered(12, seed=5)
+    p = Problem.single(g, "100%")
+    # a plan computing node 2 before node 1 has no staged form (if 2 does not need 1)
+    steps = [("compute", 0, "cost")]
+    order = [0]
+    preds2 = set(g.preds(2).tolist())
+    if 1 in preds2:
+        pytest.skip("graph has the edge 1 -> 2")
+    order = [0, 2, 1] + list(range(3, g.n))
+    plan = plan_from_order(g, order, "cost")
+    assert simulate(p, plan).valid
+    cm = CheckmateModel(p)
+    try:
+        kind, why = cm.add_start(plan)
+        assert kind == "none" and "staged" in why
+    finally:
+        cm.free()
+    r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, incumbent=plan, node_limit=100)
+    assert r.stats["start"] == "none" and "start_note" in r.stats
+    assert steps  # the solve still works
+    assert r.plan is not None and simulate(p, r.plan).valid
+    # following the incumbent's order relabels the graph: the start is then complete
+    r = CheckmateFormulation(stage_size=1).solve(p, incumbent=plan, node_limit=100)
+    assert r.stats["start"] == "full" and r.stats.get("relabelled")
+    assert simulate(p, r.plan).valid and r.objective <= simulate(p, plan).total_time + 1e-9
+
+
+def test_encoder_rejects_starts_over_the_conservative_memory():
+    g = chain(6, bytes=2)
+    p = Problem.single(g, 4)
+    cm = CheckmateModel(p)
+    try:
+        R = np.tril(np.ones((6, 6), bool))  # recompute everything every stage: fine
+        S = np.zeros((6, 6), bool)
+        val, _ = cm.values_from_rs(solve_r_opt(g, S, cm.starts), S)
+        assert val is not None
+        S2 = np.tril(np.ones((6, 6), bool), -1)  # keep everything: needs 12 bytes
+        val, why = cm.values_from_rs(solve_r_opt(g, S2, cm.starts), S2)
+        assert val is None and "over the budget" in why
+        assert R.sum() > 0
+    finally:
+        cm.free()
+
+
+def test_solve_r_opt_is_minimal_closure():
+    g = chain(5, bytes=1)
+    S = np.zeros((5, 5), bool)
+    R = solve_r_opt(g, S, stage_starts(5))
+    assert (R == np.tril(np.ones((5, 5), bool))).all()
+    S[3, 1] = True
+    R = solve_r_opt(g, S, stage_starts(5))
+    assert R[2, 1] and not R[3, 0] and R[3, 2] and R[3, 3]
+
+
+def test_memory_scale_exact_and_conservative():
+    sc = MemoryScale.choose(np.array([1024, 2048, 0]), 10_000)
+    assert sc.exact and sc.unit == 1024 and sc.budget == 9
+    big = MemoryScale.choose(np.array([3001, 5003, 7001]) * 10**6, 2 * 10**10, max_units=1000, target_units=100)
+    assert not big.exact
+    assert (big.sizes * big.unit >= np.array([3001, 5003, 7001]) * 10**6).all()
+    assert big.budget * big.unit <= 2 * 10**10
+
+
+def test_estimate_size_tracks_the_built_model():
+    g = random_layered(25, seed=1)
+    p = Problem.single(g, mid_budget(g, 0.3))
+    cm = CheckmateModel(p)
+    try:
+        est = estimate_size(g, cm.starts)
+        assert 0.5 * cm.n_vars <= est["vars"] <= 2 * cm.n_vars
+    finally:
+        cm.free()
+
+
+def test_recompute_cap():
+    g = training_graph(nx.path_graph(4, create_using=nx.DiGraph))  # 9 nodes, keep-all peak 9
+    r = CheckmateFormulation(stage_size=1, recompute_cap=1).solve(Problem.single(g, 6), node_limit=NODES)
+    assert r.plan is None  # needs recomputation
+    r = CheckmateFormulation(stage_size=1, recompute_cap=1).solve(Problem.single(g, "100%"), node_limit=NODES)
+    assert r.objective == pytest.approx(g.cost("cost").sum())
+    p = Problem.single(g, 6)
+    capped = CheckmateFormulation(stage_size=1, recompute_cap=2).solve(p, node_limit=NODES)
+    free = CheckmateFormulation(stage_size=1).solve(p, node_limit=NODES)
+    assert free.objective == pytest.approx(brute_force_staged_optimum(p))
+    assert capped.objective >= free.objective - 1e-9
+    assert simulate(p, capped.plan).computed.max() <= 2
+
+
+def test_multi_device_is_refused_cleanly():
+    from hybrid_remat.problem import Device, Link
+
+    g = chain(4, bytes=1)
+    p = Problem(g, [Device("a", "cost", 4), Device("b", "cost", 4)], [Link("a", "b", 1.0)])
+    r = CheckmateFormulation(stage_size=1).solve(p, node_limit=10)
+    assert r.status == "error"
+
+
+def test_plan_type():
+    g = chain(4, bytes=1)
+    r = CheckmateFormulation(stage_size=1).solve(Problem.single(g, 2), node_limit=NODES)
+    assert isinstance(r.plan, Plan)
+
+
+def test_relabel_round_trip_and_greedy_order():
+    from hybrid_remat.exact.reorder import (
+        first_compute_order,
+        memory_greedy_order,
+        plan_to_original,
+        plan_to_relabelled,
+        relabel,
+    )
+
+    g = random_layered(15, seed=9)
+    p = Problem.single(g, "100%")
+    order = memory_greedy_order(g)
+    q, order = relabel(p, order)
+    plan = keep_all_plan(q.graph, "cost")
+    back = plan_to_original(plan, order)
+    assert simulate(p, back).valid
+    assert simulate(p, back).total_time == pytest.approx(simulate(q, plan).total_time)
+    assert plan_to_relabelled(back, order) == plan
+    assert (first_compute_order(back, g.n) == order).all()
+
+
+def test_staged_evict_plans_are_valid():
+    from hybrid_remat.exact.primal import StagedEvict
+
+    for seed in range(3):
+        g = random_layered(20, seed=seed)
+        p = Problem.single(g, mid_budget(g, 0.4))
+        plan = StagedEvict().run(p)
+        if plan is not None:
+            assert simulate(p, plan).valid
+
+
+def test_local_search_never_worsens_and_stays_valid():
+    from hybrid_remat.exact.local_search import drop_recomputations, remove_unread
+
+    rng = np.random.default_rng(4)
+    for seed in range(4):
+        g = random_layered(16, seed=seed)
+        p = Problem.single(g, mid_budget(g, 0.5))
+        # a wasteful but valid-ordered sequence: everything twice
+        seq = list(range(g.n)) + list(range(g.n))
+        plan = plan_from_order(g, seq, "cost")
+        sim = simulate(p, plan)
+        out = drop_recomputations(p, plan)
+        out_sim = simulate(p, out)
+        if sim.valid:
+            assert out_sim.valid and out_sim.total_time <= sim.total_time
+        # removing unread recomputations keeps every first computation
+        cleaned = remove_unread(g, seq + [int(rng.integers(0, g.n))])
+        assert set(cleaned) == set(range(g.n))
