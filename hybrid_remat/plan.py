@@ -270,6 +270,8 @@ def rs_from_plan(graph: Graph, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
             if pending:
                 S[t] = resident
                 pending = False
+            if t >= n:
+                raise PlanError(f"node {v} is computed after the last node's first computation: no staged form")
             if v > t:
                 raise PlanError(f"node {v} is computed before node {t}: the plan is not frontier-ordered")
             R[t, v] = True

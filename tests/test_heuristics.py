@@ -199,7 +199,8 @@ def test_infeasible_means_the_milp_finds_nothing_either():
         opt, _ = optimal_plan(p)
         assert not np.isfinite(opt)
         res = milp.solve(p, time_limit=30.0, node_limit=10_000)
-        assert res.status == "infeasible", res.status
+        # a restricted (staged) model reports an empty class as no_solution, never as a plan
+        assert res.plan is None and res.status in ("infeasible", "no_solution"), res.status
         checked += 1
     assert checked > 0
 

@@ -86,6 +86,13 @@ def test_rs_from_plan_rejects_non_frontier_plans():
         rs_from_plan(g, Plan.from_steps([("compute", 1, "d"), ("compute", 0, "d"), ("compute", 2, "d")]))
 
 
+def test_rs_from_plan_rejects_computes_after_the_last_frontier():
+    g = chain(2)
+    plan = Plan.from_steps([("compute", 0, "d"), ("compute", 1, "d"), ("free", 0, "d"), ("compute", 0, "d")])
+    with pytest.raises(PlanError, match="no staged form"):
+        rs_from_plan(g, plan)
+
+
 def test_plan_from_rs_rejects_missing_inputs():
     g = chain(2)
     R = np.array([[1, 0], [0, 1]])
