@@ -194,6 +194,17 @@ def _apply_cost_models(graph, specs, default_kind):
     return graph
 
 
+def cmd_torch_plan(args) -> int:
+    try:
+        from .torch import cli as torch_cli
+    except (HybridRematError, ImportError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise CLIError(f"torch-plan is unavailable: {reason}") from None
+    p = _Parser(prog="hybrid-remat torch-plan", description="Trace a PyTorch model's training step and plan it.")
+    torch_cli.add_arguments(p)
+    return torch_cli.run(p.parse_args(args.rest))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="hybrid-remat", description="Plan rematerialization and CPU/GPU placement under memory budgets.")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
@@ -228,20 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("plugins", help="list registered heuristics, formulations, cost models and loaders")
     s.set_defaults(func=cmd_plugins)
 
-    s = sub.add_parser("torch-plan", help="trace a PyTorch model and write a plan (needs the torch extra)")
-    try:
-        from .torch import cli as torch_cli  # noqa: F401  (lazy: torch is optional)
-
-        torch_cli.add_arguments(s)
-        s.set_defaults(func=torch_cli.run)
-    except Exception as e:  # torch missing or the frontend unavailable
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-
-        def _unavailable(args, _reason=reason):
-            raise CLIError(f"torch-plan is unavailable: {_reason} (pip install 'hybrid_remat[torch]')")
-
-        s.add_argument("rest", nargs=argparse.REMAINDER)
-        s.set_defaults(func=_unavailable)
+    # torch is imported only when this command runs (it is optional and slow to import)
+    s = sub.add_parser("torch-plan", help="trace a PyTorch model and write a plan (needs the torch extra)",
+                       add_help=False)
+    s.set_defaults(func=cmd_torch_plan)
     return p
 
 
@@ -249,7 +250,11 @@ def main(argv=None) -> int:
     """Entry point of the ``hybrid-remat`` console script."""
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, rest = parser.parse_known_args(argv)
+        if getattr(args, "command", None) == "torch-plan":
+            args.rest = rest
+        elif rest:
+            raise CLIError(f"unrecognized arguments: {' '.join(rest)}")
         if not getattr(args, "command", None):
             parser.print_help()
             return 2
