@@ -43,7 +43,8 @@ from .errors import HybridRematError
 from .interfaces import accepts
 from .simulate import simulate
 
-__all__ = ["anytime_solve", "Result", "SourceReport", "Improvement", "warmup", "trivial_lower_bound"]
+__all__ = ["anytime_solve", "Result", "SourceReport", "Improvement", "warmup", "trivial_lower_bound",
+           "makespan_lower_bound", "OBJECTIVES"]
 
 
 @dataclass
@@ -123,7 +124,8 @@ class Result:
         lower_bound, gap, solver (plus status and makespan)."""
         sim = self.simulation
         return {
-            "total_time": self.objective,
+            "objective": self.stats.get("objective", "serial"),
+            "total_time": sim.total_time if sim is not None else self.objective,
             "tdi_pct": sim.tdi_pct if sim is not None else None,
             "peak_bytes": dict(sim.peak_bytes) if sim is not None else {},
             "makespan": sim.makespan if sim is not None else None,
@@ -168,6 +170,24 @@ def trivial_lower_bound(problem) -> float:
     return float(cm[can].min(axis=0).sum())
 
 
+def makespan_lower_bound(problem) -> float:
+    """A bound on the makespan of any plan: the longest path with each node at
+    its cheapest compute device (no copy costs), and the total of the cheapest
+    costs spread over the compute devices."""
+    cm = np.asarray(problem.cost_matrix, dtype=np.float64)
+    can = np.asarray(problem.can_compute, dtype=bool)
+    c = cm[can].min(axis=0)
+    g = problem.graph
+    finish = np.zeros(g.n, dtype=np.float64)
+    for v in range(g.n):  # nodes are numbered in a topological order
+        p = g.preds(v)
+        finish[v] = c[v] + (finish[p].max() if p.size else 0.0)
+    return float(max(finish.max(initial=0.0), c.sum() / max(1, int(can.sum()))))
+
+
+OBJECTIVES = ("serial", "makespan")
+
+
 def _better(a: float, b: float) -> bool:
     """``a`` is smaller than ``b`` by more than round-off (``b`` may be inf)."""
     if not math.isfinite(b):
@@ -193,7 +213,8 @@ def _resolve(kind: str, wanted, registry: dict) -> list:
 
 def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=None,
                   on_improve: Callable | None = None, seed: int = 0, node_limit: int | None = None,
-                  stop: threading.Event | None = None, warm: bool = True, local_search: bool = True) -> Result:
+                  stop: threading.Event | None = None, warm: bool = True, local_search: bool = True,
+                  objective: str = "serial") -> Result:
     """Best verified plan for ``problem`` within ``time_limit`` seconds.
 
     Parameters
@@ -216,6 +237,13 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
         Set it (from another thread) to stop early.
     warm : bool
         Run :func:`warmup` first (outside the limit).
+    objective : {"serial", "makespan"}
+        What "best" means: the simulator's serial ``total_time`` (default)
+        or its ``makespan`` (devices and copy directions overlap).  Exact
+        formulations optimise serial time; with ``"makespan"`` their plans
+        are compared by makespan, their bounds are not used (a serial bound
+        does not bound the makespan) and the bound is
+        :func:`makespan_lower_bound`.
     local_search : bool
         Polish the best plan by dropping recomputations
         (:func:`hybrid_remat.exact.local_search.drop_recomputations`) after
@@ -226,6 +254,13 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
     HybridRematError
         An unknown heuristic or formulation name.
     """
+    if objective not in OBJECTIVES:
+        raise HybridRematError(f"unknown objective {objective!r}: use 'serial' or 'makespan'")
+    serial = objective == "serial"
+
+    def value(sim) -> float:
+        return sim.total_time if serial else sim.makespan
+
     heur_objs = _resolve("heuristic", heuristics, plugins.heuristics())
     form_objs = _resolve("formulation", formulations, plugins.formulations())
     if warm:
@@ -233,14 +268,14 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
     stop = stop or threading.Event()
     t0 = time.perf_counter()
     deadline = t0 + max(0.0, float(time_limit))
-    trivial = trivial_lower_bound(problem)
+    trivial = trivial_lower_bound(problem) if serial else makespan_lower_bound(problem)
     st = {
         "plan": None, "obj": float("inf"), "sim": None, "source": "",
         "lb": trivial, "scope": "trivial", "model_lbs": [],
     }
     history: list = []
     report: list = []
-    stats: dict = {"trivial_lower_bound": trivial, "formulations": {}}
+    stats: dict = {"trivial_lower_bound": trivial, "formulations": {}, "objective": objective}
 
     def now() -> float:
         return time.perf_counter() - t0
@@ -257,8 +292,8 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
     def offer(plan, source: str):
         """Simulate a plan; keep it if valid and better. Returns (simulation, improved)."""
         sim = simulate(problem, plan)
-        if sim.valid and _better(sim.total_time, st["obj"]):
-            st.update(plan=plan, obj=sim.total_time, sim=sim, source=source)
+        if sim.valid and _better(value(sim), st["obj"]):
+            st.update(plan=plan, obj=value(sim), sim=sim, source=source)
             _refresh_bound()
             history.append((now(), st["obj"], st["lb"], source))
             notify(source)
@@ -274,7 +309,7 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
         st["lb"], st["scope"] = min(lb, st["obj"]), scope
 
     def offer_bound(value: float, source: str) -> None:
-        if not math.isfinite(value):
+        if not math.isfinite(value) or not serial:  # model bounds are serial-time bounds
             return
         st["model_lbs"].append((float(value), source))
         old = st["lb"]
@@ -346,9 +381,9 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
                 report.append(SourceReport(h.name, "heuristic", "error", seconds=secs, note=str(e)))
                 continue
             if sim.valid:
-                report.append(SourceReport(h.name, "heuristic", "valid", sim.total_time, sim.tdi_pct, secs))
+                report.append(SourceReport(h.name, "heuristic", "valid", value(sim), sim.tdi_pct, secs))
                 if not improved:
-                    history.append((now(), sim.total_time, st["lb"], h.name))
+                    history.append((now(), value(sim), st["lb"], h.name))
             else:
                 report.append(SourceReport(h.name, "heuristic", "over_budget", seconds=secs, note=sim.error or ""))
                 history.append((now(), float("inf"), st["lb"], h.name))
@@ -410,7 +445,7 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
         proven = any(
             s == "optimal" and o <= st["obj"] * (1 + 1e-9) and st["lb"] >= st["obj"] * (1 - 1e-9)
             for _, s, o in formulation_statuses
-        )
+        ) if serial else st["lb"] >= st["obj"] * (1 - 1e-9)
         status = "optimal" if proven and not interrupted else "feasible"
         if status == "optimal":
             st["lb"] = st["obj"]

@@ -9,7 +9,11 @@ def hybrid_remat_register_heuristics():
     from ..hetero.lift import LiftedSingleDevice
     from ..hetero.paging import HeftOffload
 
-    return [HeftScheduler(), HeftOffload(), LiftedSingleDevice()]
+    # makespan variants: anytime_solve(..., objective="makespan") picks their plans
+    mk_heft = HeftScheduler(objective="makespan", name="hetero_heft_mk")
+    mk_lift = LiftedSingleDevice(objective="makespan")
+    mk_lift.name = "hetero_lift_mk"
+    return [HeftScheduler(), HeftOffload(), LiftedSingleDevice(), mk_heft, mk_lift]
 
 
 @hookimpl
