@@ -26,8 +26,8 @@ import pathlib
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _paths import ROOT, SHARED  # noqa: E402
 
 from hybrid_remat.anytime import warmup  # noqa: E402
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget  # noqa: E402
@@ -38,11 +38,6 @@ from hybrid_remat.loaders import load_graph  # noqa: E402
 from hybrid_remat.problem import Problem  # noqa: E402
 from hybrid_remat.simulate import simulate  # noqa: E402
 
-SHARED = next(
-    (c for c in (ROOT.parent / "shared" / "benchmarks" / "moccasin", ROOT.parent.parent / "shared" / "benchmarks" / "moccasin")
-     if c.is_dir()),
-    ROOT.parent / "shared" / "benchmarks" / "moccasin",
-)
 CONFIGS = [(1, None), (1, 2), (4, None), (4, 2)]
 
 

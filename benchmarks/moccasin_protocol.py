@@ -27,21 +27,14 @@ import pathlib
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _paths import ROOT, SHARED  # noqa: E402
 
 from hybrid_remat.anytime import anytime_solve, warmup  # noqa: E402
 from hybrid_remat.budgets import keep_all_peak  # noqa: E402
 from hybrid_remat.loaders import load_graph  # noqa: E402
 from hybrid_remat.problem import Problem  # noqa: E402
 from hybrid_remat.simulate import simulate  # noqa: E402
-
-# ../shared from the repository (a worktree under /work/wt/<name> finds it one level higher)
-SHARED = next(
-    (c for c in (ROOT.parent / "shared" / "benchmarks" / "moccasin", ROOT.parent.parent / "shared" / "benchmarks" / "moccasin")
-     if c.is_dir()),
-    ROOT.parent / "shared" / "benchmarks" / "moccasin",
-)
 
 INSTANCES = [
     ("RLG1", "rlg_n100"),
