@@ -23,8 +23,11 @@ HEFT's decreasing upward rank), the kernel
 4. frees every value whose consumers have all run (on every device).
 
 HEFT's *insertion* (placing a task into an idle gap of an earlier schedule)
-is not used: the simulator runs each stream in plan order, and moving a step
-earlier in the plan changes the memory state of every step in between.
+is a post-pass here (:mod:`hybrid_remat.hetero.insertion`): the simulator
+runs each stream in plan order, so a computation moves earlier in the plan,
+and since that changes the memory of every step in between, each move is
+checked by the simulator.  It runs for the makespan objective (insertion
+cannot change the serial time).
 
 The kernel returns raw step arrays; :func:`heft_plan` wraps them into a
 :class:`~hybrid_remat.plan.Plan` and :class:`HeftScheduler` is the registered
@@ -624,6 +627,9 @@ class HeftScheduler(Heuristic):
     objective : {"serial", "makespan"}
     full : bool
         ``False`` runs only the reference-order, serial-mode variant.
+    insertion_time : float
+        With the makespan objective, seconds for HEFT's insertion step
+        (:func:`~hybrid_remat.hetero.insertion.insert_earlier`) on the best plan.
     """
 
     name = "hetero_heft"
@@ -631,7 +637,9 @@ class HeftScheduler(Heuristic):
     capabilities = frozenset({"dag", "chain", "single_device", "multi_device", "needs_budget"})
     rank = 2.0
 
-    def __init__(self, objective: str = "serial", full: bool = True, name: str | None = None):
+    def __init__(self, objective: str = "serial", full: bool = True, name: str | None = None,
+                 insertion_time: float = 0.25):
+        self.insertion_time = float(insertion_time)
         if objective not in ("serial", "makespan"):
             raise PlanError(f"unknown objective {objective!r}: use 'serial' or 'makespan'")
         self.objective = objective
@@ -665,4 +673,8 @@ class HeftScheduler(Heuristic):
             if val < best_val - 1e-15:
                 best, best_val = plan, val
                 plan.meta["order"] = oname
+        if best is not None and self.objective == "makespan":
+            from .insertion import insert_earlier  # HEFT's insertion, checked step by step
+
+            best = insert_earlier(problem, best, time_limit=self.insertion_time)
         return best
