@@ -99,3 +99,28 @@ def test_rotor_on_long_homogeneous_chain_follows_revolve_shape():
 
 def test_training_chain_layout_rejects_dags():
     assert training_chain_layout(random_dag(9, p=0.5, seed=1)) is None
+
+
+@pytest.mark.parametrize("L", [2, 3])
+def test_rotor_equals_the_milp_optimum_on_training_chains(L):
+    """Issue 3: on chains the rotor DP equals the (Checkmate) MILP optimum."""
+    from hybrid_remat.exact.checkmate import CheckmateFormulation
+
+    milp = CheckmateFormulation()
+    checked = 0
+    for seed in range(4):
+        g = _chain(L, seed)
+        lo, hi = min_feasible_budget(g), keep_all_peak(g)
+        for B in sorted({lo, (lo + hi) // 2, hi - 1}):
+            if B < lo:
+                continue
+            p = Problem.single(g, B)
+            plan = Rotor().run(p)
+            res = milp.solve(p, time_limit=60.0, node_limit=20_000)
+            if plan is None:
+                assert res.plan is None, (L, seed, B)
+                continue
+            assert res.status == "optimal", (L, seed, B, res.status)
+            assert simulate(p, plan).total_time == pytest.approx(res.objective), (L, seed, B)
+            checked += 1
+    assert checked > 0
