@@ -254,6 +254,8 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
     HybridRematError
         An unknown heuristic or formulation name.
     """
+    if not (isinstance(time_limit, (int, float)) and time_limit >= 0 and math.isfinite(time_limit)):
+        raise HybridRematError(f"time_limit must be a finite number of seconds >= 0, not {time_limit!r}")
     if objective not in OBJECTIVES:
         raise HybridRematError(f"unknown objective {objective!r}: use 'serial' or 'makespan'")
     serial = objective == "serial"

@@ -71,6 +71,8 @@ def cmd_solve(args) -> int:
     from .loaders import load_graph
     from .plan import write_plan
 
+    if not args.time_limit > 0:
+        raise CLIError(f"--time-limit must be a positive number of seconds, not {args.time_limit:g}")
     if args.out and os.path.exists(args.out) and not args.force:
         raise CLIError(f"{args.out} exists; pass --force to overwrite it")
     g = load_graph(args.graph)

@@ -61,9 +61,12 @@ def test_solve_cpu_gpu_devices(capsys, datasets_dir, tmp_path):
         (["--budget", "60%", "--formulation", "nosuch"], "unknown formulation 'nosuch'"),
         (["--budget", "60%", "--cost-model", "nosuch:h200"], "unknown cost model 'nosuch'"),
         (["--device", "tpu=1GiB"], "device 'tpu'"),
+        (["--budget", "60%", "--time-limit", "-1"], "--time-limit must be a positive number"),
+        (["--budget", "60%", "--time-limit", "0"], "--time-limit must be a positive number"),
     ],
 )
 def test_solve_bad_input_one_line_exit_2(capsys, datasets_dir, extra, needle):
-    rc, out, err = run(capsys, "solve", datasets_dir / "vgg16_b16.json.gz", "--time-limit", "1", *extra)
+    extra = extra if "--time-limit" in extra else ["--time-limit", "1", *extra]
+    rc, out, err = run(capsys, "solve", datasets_dir / "vgg16_b16.json.gz", *extra)
     assert rc == 2, (out, err)
     assert err.count("\n") == 1 and needle in err
