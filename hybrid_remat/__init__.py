@@ -5,13 +5,14 @@ simulator has verified::
 
     >>> import hybrid_remat as hr
     >>> g = hr.generators.chain(6, bytes=10)
-    >>> p = hr.Problem.single(g, "60%")
-    >>> r = hr.simulate(p, hr.keep_all_plan(g, "cost"), check_budget=False)
-    >>> r.peak_bytes["cost"]
-    20
+    >>> p = hr.Problem.single(g, "100%")
+    >>> r = hr.simulate(p, hr.keep_all_plan(g, "cost"))
+    >>> r.valid, r.peak_bytes["cost"]
+    (True, 20)
 """
 
 from . import generators
+from .anytime import Result, anytime_solve
 from .budgets import keep_all_peak, min_feasible_budget, parse_budget
 from .errors import BudgetError, GraphError, HybridRematError, PlanError, PluginError, SolverError
 from .graph import Graph
@@ -24,7 +25,7 @@ from .simulate import SimulationResult, simulate
 __version__ = "0.1.0"
 
 __all__ = [
-    "generators", "keep_all_peak", "min_feasible_budget", "parse_budget",
+    "generators", "anytime_solve", "Result", "keep_all_peak", "min_feasible_budget", "parse_budget",
     "BudgetError", "GraphError", "HybridRematError", "PlanError", "PluginError", "SolverError",
     "Graph", "hookimpl", "load_graph", "Plan", "keep_all_plan", "plan_from_rs", "read_plan",
     "rs_from_plan", "write_plan", "Device", "Link", "Problem", "SimulationResult", "simulate",

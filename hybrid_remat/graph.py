@@ -13,9 +13,10 @@ Examples
 >>> import networkx as nx
 >>> from hybrid_remat.graph import Graph
 >>> g = nx.DiGraph([(0, 1), (1, 2)])
->>> for v in g: g.nodes[v].update(bytes=4, cost=1.0)
+>>> for v in g:
+...     g.nodes[v].update(bytes=4, cost=1.0)
 >>> G = Graph.from_networkx(g)
->>> G.n, G.m, list(G.preds(2))
+>>> G.n, G.m, G.preds(2).tolist()
 (3, 2, [1])
 """
 
