@@ -271,6 +271,7 @@ class CheckmateModel:
         # U definitions in creation order: (uvar, [(coef, var)], const)
         self._udefs: list = []
         self._rows = 0
+        self.fixed = 0  # variables fixed by a RINS-style phase (the model is then restricted)
         cap_rec = None if recompute_cap is None else max(0, int(recompute_cap) - 1)
         succ_ptr, succ_idx = g.succ_ptr, g.succ_idx
         pred_ptr, pred_idx = g.pred_ptr, g.pred_idx
@@ -655,6 +656,14 @@ class CheckmateFormulation(Formulation):
         Size thresholds (variables + rows per 60 s) of the ``"auto"`` policy.
     build_fraction : float
         Share of the time limit model construction may take.
+    rins_share : float
+        With an incumbent and a model small enough for the full staged
+        phase, this share of the time first goes to a RINS-style phase: the
+        full model with every ``S`` fixed where its LP relaxation and the
+        incumbent agree.  Its plans count; its bound and status do not (the
+        model is restricted).  Off by default: measured in
+        ``benchmarks/results/exact_rins.md`` it helped vgg19 @0.8 but cost
+        RLG1 its best plans (the LP relaxation alone used the phase's time).
     params : dict, optional
         Extra SCIP parameters.
     """
@@ -666,7 +675,8 @@ class CheckmateFormulation(Formulation):
     def __init__(self, stage_size="auto", recompute_cap: int | None = None, build_fraction: float = 0.4,
                  params: dict | None = None, name: str | None = None, small_items: float = 40_000,
                  fast_items: float = 20_000, max_stage_size: int = 8, tiny_items: float = 5_000,
-                 follow_incumbent: bool = True, push_local_search: bool = True):
+                 follow_incumbent: bool = True, push_local_search: bool = True, rins_share: float = 0.0):
+        self.rins_share = float(rins_share)
         self.tiny_items = tiny_items
         self.follow_incumbent = follow_incumbent
         self.push_local_search = push_local_search
@@ -754,6 +764,32 @@ class CheckmateFormulation(Formulation):
 
         bound = float("-inf")
         status = "no_solution"
+        full = estimate_size(problem.graph, stage_starts(problem.graph.n, 1), None)
+        rins_time = self.rins_share * (float(time_limit) if time_limit is not None else 60.0)
+        rins_fits = 2 * (full["vars"] + full["rows"]) / BUILD_RATE <= 0.6 * rins_time  # LP + MILP builds
+        if (self.rins_share > 0 and best_plan is not None and rins_fits and not stop.is_set()
+                and first_compute_order(best_plan, problem.graph.n) is not None):
+            now = time.perf_counter()
+            rins_deadline = None if deadline is None else now + (deadline - now) * self.rins_share
+            rstats: dict = {"stage_size": 1, "recompute_cap": None, "rins_phase": True}
+            stats["phases"].append(rstats)
+            order = first_compute_order(best_plan, problem.graph.n)
+            if np.array_equal(order, np.arange(problem.graph.n)):
+                rproblem, rstart, ron_inc, order = problem, best_plan, on_incumbent, None
+            else:
+                rproblem, order = relabel(problem, order)
+                rstart = plan_to_relabelled(best_plan, order)
+
+                def ron_inc(plan, source=None, _order=order):
+                    if on_incumbent is not None:
+                        on_incumbent(plan_to_original(plan, _order), source)
+            fr = self._solve_phase(rproblem, 1, None, rstart, rins_deadline, node_limit, seed, ron_inc, None, stop,
+                                   rstats, fix_from_lp=True)
+            if order is not None and fr.plan is not None:
+                fr.plan = plan_to_original(fr.plan, order)
+            rstats["status"] = fr.status  # a restricted model: its status and bound are not claims
+            if fr.plan is not None and fr.objective < best_obj - 1e-12 * max(1.0, abs(best_obj)):
+                best_plan, best_obj = fr.plan, fr.objective
         for k, (size, cap, share) in enumerate(phases):
             if stop.is_set():
                 break
@@ -815,7 +851,7 @@ class CheckmateFormulation(Formulation):
         return FormulationResult("no_solution", None, float("inf"), bound, stats)
 
     def _solve_phase(self, problem, size, cap, incumbent, deadline, node_limit, seed, on_incumbent, on_bound, stop,
-                     stats) -> FormulationResult:
+                     stats, fix_from_lp: bool = False) -> FormulationResult:
         t0 = time.perf_counter()
         starts = stage_starts(problem.graph.n, size)
         est = estimate_size(problem.graph, starts, cap)
@@ -832,11 +868,53 @@ class CheckmateFormulation(Formulation):
                 return FormulationResult("no_solution", stats=stats)
             stats.update(vars=cm.n_vars, binaries=cm.n_binaries, rows=cm.n_rows, build_s=time.perf_counter() - t0,
                          mem_unit=cm.scale.unit, mem_exact=cm.scale.exact)
+            if fix_from_lp and incumbent is not None:
+                self._fix_where_lp_agrees(cm, problem, incumbent, deadline, stats)
             return self._solve_model(cm, problem, incumbent, deadline, node_limit, seed, on_incumbent, on_bound,
                                      stop, stats, t0)
         finally:
             if cm is not None:
                 cm.free()
+
+    @staticmethod
+    def _fix_where_lp_agrees(cm, problem, incumbent, deadline, stats, tol: float = 0.05) -> None:
+        """RINS-style restriction: solve the LP relaxation of the same model and
+        fix every checkpoint variable ``S`` where the LP value and the
+        incumbent agree (within ``tol``).  The incumbent stays feasible; the
+        model's bound no longer bounds the staged class (``cm.fixed > 0``)."""
+        try:
+            R_inc, S_inc = cm.stage_rs(incumbent)
+        except PlanError as e:
+            stats["rins"] = f"incumbent has no staged form: {e}"
+            return
+        lp = None
+        try:
+            t_lp = time.perf_counter()
+            lp = CheckmateModel(problem, starts=cm.starts, recompute_cap=cm.recompute_cap, integral=False,
+                                deadline=deadline, scale=cm.scale)
+            m = lp.model
+            m.setParam("lp/threads", 1)
+            if deadline is not None:
+                m.setParam("limits/time", max(0.05, 0.3 * (deadline - time.perf_counter())))
+            m.optimize()
+            if m.getStatus() != "optimal":
+                stats["rins"] = f"LP relaxation {m.getStatus()}"
+                return
+            fixed = 0
+            for key, var in cm.S.items():
+                s_, i = key
+                want = 1.0 if S_inc[s_, i] else 0.0
+                if abs(m.getVal(lp.S[key]) - want) <= tol:
+                    cm.model.chgVarLb(var, want)
+                    cm.model.chgVarUb(var, want)
+                    fixed += 1
+            cm.fixed = fixed
+            stats["rins"] = {"fixed": fixed, "of": len(cm.S), "lp_s": round(time.perf_counter() - t_lp, 3)}
+        except BuildTimeout as e:
+            stats["rins"] = f"LP not built: {e}"
+        finally:
+            if lp is not None:
+                lp.free()
 
     # ------------------------------------------------------------------ solve
     @staticmethod
@@ -921,7 +999,8 @@ class CheckmateFormulation(Formulation):
         apply_params(m, self.params)
         errors: list = []
         # only the full staged model's bound bounds the staged class (blocks and caps restrict it)
-        full_class = bool(cm.scale.exact and np.all(np.diff(cm.starts) == 1) and cm.recompute_cap is None)
+        full_class = bool(cm.scale.exact and np.all(np.diff(cm.starts) == 1) and cm.recompute_cap is None
+                          and cm.fixed == 0)
 
         pushed: queue.SimpleQueue = queue.SimpleQueue()
         if self.push_local_search:
