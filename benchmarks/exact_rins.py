@@ -71,7 +71,9 @@ def main():
                     f"{lb} | {r['seconds']:.1f} | {r['rins'] or '-'} |\n")
         f.write("\nDefault: off (`rins_share=0.0`). The LP relaxation of the full staged model took the whole RINS "
                 "share on RLG1 (time limit), so the later phases had less time; on vgg19 @0.8 the fixed model "
-                "found a better plan.\n")
+                "found a better plan.\n\n`optimal` means optimal among the staged plans with the modelled order of first "
+                "computations (the best plan's): the two vgg19 rows are proofs in two different orders' classes, "
+                "which is why both say optimal.\n")
 
 
 if __name__ == "__main__":
