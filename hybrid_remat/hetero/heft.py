@@ -245,6 +245,34 @@ def _pick_victim(d, resident, pin, mark, bytes_, pred_ptr, pred_idx, succ_ptr, s
 
 
 @njit(cache=True)
+def _make_room(dd, need, resident, pin, mark, bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, cost, can_compute,
+               budget, mem, bw, lat, offload_weight, last_use, clock, score_kind, pos, done, remaining,
+               cstream, ready, ops, nodes, devs, dsts, k):
+    """Evict (offload as copy + free, or drop) victims on ``dd`` until
+    ``need`` more bytes fit; ``(False, k)`` when no victim is left."""
+    while mem[dd] + need > budget[dd]:
+        x, sc, r, t = _pick_victim(dd, resident, pin, mark, bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, cost,
+                                   can_compute, budget, mem, bw, lat, offload_weight, last_use, clock, score_kind,
+                                   pos, done, remaining)
+        if x < 0:
+            return False, k
+        if t >= 0:
+            a = cstream[dd, t]
+            if ready[dd, x] > a:
+                a = ready[dd, x]
+            a += _copy_time(bw, lat, dd, t, bytes_[x])
+            cstream[dd, t] = a
+            ready[t, x] = a
+            resident[t, x] = True
+            mem[t] += bytes_[x]
+            k = _emit(ops, nodes, devs, dsts, k, 2, x, dd, t)
+        resident[dd, x] = False
+        mem[dd] -= bytes_[x]
+        k = _emit(ops, nodes, devs, dsts, k, 1, x, dd, -1)
+    return True, k
+
+
+@njit(cache=True)
 def heft_kernel(bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, cost, can_compute, budget, bw, lat, order, mode,
                 offload_weight, score_kind, cap):
     """Memory-aware list scheduling; see the module docstring.
@@ -474,25 +502,11 @@ def heft_kernel(bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, cost, can_comput
                 s = _best_source(resident, bw, lat, bytes_, u, dd)
                 if s < 0:
                     return ST_STUCK, u, k, ops, nodes, devs, dsts
-                while mem[dd] + bytes_[u] > budget[dd]:
-                    x, sc, r, t = _pick_victim(dd, resident, pin, mark, bytes_, pred_ptr, pred_idx, succ_ptr,
-                                               succ_idx, cost, can_compute, budget, mem, bw, lat, offload_weight,
-                                               last_use, clock, score_kind, pos, done, remaining)
-                    if x < 0:
-                        return ST_STUCK, u, k, ops, nodes, devs, dsts
-                    if t >= 0:
-                        a = cstream[dd, t]
-                        if ready[dd, x] > a:
-                            a = ready[dd, x]
-                        a += _copy_time(bw, lat, dd, t, bytes_[x])
-                        cstream[dd, t] = a
-                        ready[t, x] = a
-                        resident[t, x] = True
-                        mem[t] += bytes_[x]
-                        k = _emit(ops, nodes, devs, dsts, k, 2, x, dd, t)
-                    resident[dd, x] = False
-                    mem[dd] -= bytes_[x]
-                    k = _emit(ops, nodes, devs, dsts, k, 1, x, dd, -1)
+                ok, k = _make_room(dd, bytes_[u], resident, pin, mark, bytes_, pred_ptr, pred_idx, succ_ptr,
+                                   succ_idx, cost, can_compute, budget, mem, bw, lat, offload_weight, last_use,
+                                   clock, score_kind, pos, done, remaining, cstream, ready, ops, nodes, devs, dsts, k)
+                if not ok:
+                    return ST_STUCK, u, k, ops, nodes, devs, dsts
                 a = cstream[s, dd]
                 if ready[s, u] > a:
                     a = ready[s, u]
@@ -504,25 +518,11 @@ def heft_kernel(bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, cost, can_comput
                 last_use[dd, u] = clock
                 k = _emit(ops, nodes, devs, dsts, k, 2, u, s, dd)
             # room for w's output
-            while mem[dd] + bytes_[w] > budget[dd]:
-                x, sc, r, t = _pick_victim(dd, resident, pin, mark, bytes_, pred_ptr, pred_idx, succ_ptr,
-                                           succ_idx, cost, can_compute, budget, mem, bw, lat, offload_weight,
-                                           last_use, clock, score_kind, pos, done, remaining)
-                if x < 0:
-                    return ST_STUCK, w, k, ops, nodes, devs, dsts
-                if t >= 0:
-                    a = cstream[dd, t]
-                    if ready[dd, x] > a:
-                        a = ready[dd, x]
-                    a += _copy_time(bw, lat, dd, t, bytes_[x])
-                    cstream[dd, t] = a
-                    ready[t, x] = a
-                    resident[t, x] = True
-                    mem[t] += bytes_[x]
-                    k = _emit(ops, nodes, devs, dsts, k, 2, x, dd, t)
-                resident[dd, x] = False
-                mem[dd] -= bytes_[x]
-                k = _emit(ops, nodes, devs, dsts, k, 1, x, dd, -1)
+            ok, k = _make_room(dd, bytes_[w], resident, pin, mark, bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx,
+                               cost, can_compute, budget, mem, bw, lat, offload_weight, last_use, clock, score_kind,
+                               pos, done, remaining, cstream, ready, ops, nodes, devs, dsts, k)
+            if not ok:
+                return ST_STUCK, w, k, ops, nodes, devs, dsts
             # compute w on dd
             start = stream[dd]
             for q in range(pred_ptr[w], pred_ptr[w + 1]):
