@@ -291,3 +291,58 @@ def test_rins_phase_fixes_where_lp_and_incumbent_agree_and_never_worsens():
     # the restricted phase's status and bound are not claims: the full model's are
     assert rins.status == plain.status
     assert rins.lower_bound <= rins.objective + 1e-9
+
+
+def _model_optimum(p, scale):
+    cm = CheckmateModel(p, scale=scale)
+    try:
+        cm.model.setParam("limits/nodes", NODES)
+        cm.model.optimize()
+        if cm.model.getStatus() == "infeasible":
+            return float("inf")
+        assert cm.model.getStatus() == "optimal"
+        return cm.objective_value(cm.model.getObjVal())
+    finally:
+        cm.free()
+
+
+def test_relaxed_memory_units_bound_the_staged_class_and_conservative_ones_restrict_it():
+    """With a coarse memory unit, sizes rounded down give a model whose
+    optimum is at most the best staged plan in bytes (a valid bound) and
+    sizes rounded up one whose optimum is at least it; the brute force
+    decides on 7-node graphs with uneven sizes."""
+    rng = np.random.default_rng(11)
+    seen_strict = 0
+    for p in tiny_problems(12, seed=5):
+        g = p.graph
+        g = Graph.from_arrays(rng.integers(3, 40, g.n), g.edges().tolist(), {"cost": g.cost()})
+        lo, hi = min_feasible_budget(g), keep_all_peak(g)
+        p = Problem.single(g, int(lo + 0.4 * (hi - lo)))
+        B = int(p.budgets[0])
+        up = MemoryScale.choose(g.bytes, B, max_units=3, target_units=3)
+        down = MemoryScale.choose(g.bytes, B, max_units=3, target_units=3, relax=True)
+        assert not up.exact and down.relaxed and down.bound_valid and not up.bound_valid
+        staged = brute_force_staged_optimum(p)
+        relaxed, conservative = _model_optimum(p, down), _model_optimum(p, up)
+        assert relaxed <= staged + 1e-9 <= conservative + 2e-9
+        seen_strict += relaxed < staged - 1e-9 or staged < conservative - 1e-9
+    assert seen_strict  # the units are coarse enough to matter
+
+
+def test_full_phase_reports_a_valid_bound_with_inexact_units():
+    """The formulation builds its full staged model relaxed when the unit is
+    inexact: its lower bound never exceeds the staged optimum and its plan
+    is valid in bytes."""
+    for p in tiny_problems(6, seed=9):
+        g = p.graph
+        g = Graph.from_arrays(np.array([100_000_007 + 7_654_321 * i for i in range(g.n)]), g.edges().tolist(),
+                              {"cost": g.cost()})
+        lo, hi = min_feasible_budget(g), keep_all_peak(g)
+        p = Problem.single(g, int(lo + 0.5 * (hi - lo)))
+        r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, node_limit=NODES)
+        staged = brute_force_staged_optimum(p)
+        assert r.stats["mem_relaxed"] and not r.stats["mem_exact"]
+        if r.plan is not None:
+            assert simulate(p, r.plan).valid
+        if np.isfinite(r.lower_bound):
+            assert r.lower_bound <= staged + 1e-6

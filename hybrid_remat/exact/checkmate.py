@@ -111,27 +111,52 @@ class MemoryScale:
     exact : bool
         ``unit`` divides every size, so model memory is exact (the budget is
         floored without loss: memory is a multiple of ``unit``).
+    relaxed : bool
+        Sizes were rounded *down* (``relax=True`` with an inexact unit): the
+        model then admits every plan that fits in bytes (and a few that do
+        not), so its dual bound bounds the staged class; its solutions must
+        be checked by the simulator (they always are).
     """
 
     unit: int
     budget: int
     sizes: np.ndarray = field(repr=False)
     exact: bool
+    relaxed: bool = False
+
+    @property
+    def bound_valid(self) -> bool:
+        """Whether the model's optimum is at most the best byte-feasible plan's."""
+        return self.exact or self.relaxed
 
     @classmethod
-    def choose(cls, bytes_, budget: int, *, max_units: int = 1 << 24, target_units: int = 1 << 18) -> MemoryScale:
+    def choose(cls, bytes_, budget: int, *, max_units: int = 1 << 24, target_units: int = 1 << 18,
+               relax: bool = False) -> MemoryScale:
         """The gcd of all sizes when that leaves at most ``max_units`` budget
         units (exact: memory is always a multiple of it, so flooring the
         budget loses nothing), else a multiple of it giving about
-        ``target_units`` (conservative)."""
+        ``target_units``: sizes rounded up (conservative: every model plan
+        fits in bytes) or, with ``relax=True``, down (a relaxation: every
+        plan that fits in bytes is a model plan, since
+        ``sum floor(b/u) <= floor(sum b / u) <= floor(B/u)``).
+
+        Examples
+        --------
+        >>> MemoryScale.choose([3, 5], 10, max_units=2, target_units=2).sizes.tolist()
+        [1, 1]
+        >>> MemoryScale.choose([3, 5], 10, max_units=2, target_units=2, relax=True).sizes.tolist()
+        [0, 1]
+        """
         vals = [int(b) for b in np.asarray(bytes_).tolist() if b > 0]
         g = reduce(math.gcd, vals) if vals else 1
         unit = g
         if budget // g > max_units:
             unit = g * max(1, math.ceil(budget / g / target_units))
-        sizes = -(-np.asarray(bytes_, dtype=np.int64) // unit)
         exact = unit == g
-        return cls(int(unit), int(budget // unit), sizes.astype(np.int64), bool(exact))
+        b = np.asarray(bytes_, dtype=np.int64)
+        relaxed = bool(relax and not exact)
+        sizes = b // unit if relaxed else -(-b // unit)
+        return cls(int(unit), int(budget // unit), sizes.astype(np.int64), bool(exact), relaxed)
 
 
 def solve_r_opt(graph, S, starts) -> np.ndarray:
@@ -222,6 +247,11 @@ class CheckmateModel:
         ``time.perf_counter()`` value; :class:`BuildTimeout` when building
         would pass it.
     scale : MemoryScale, optional
+        Default: :meth:`MemoryScale.choose` with ``relax=relax_memory``.
+    relax_memory : bool
+        Round sizes down when the memory unit is inexact, so that the model
+        is a relaxation (its bound bounds the staged class) rather than a
+        restriction; decoded plans are still checked by the simulator.
 
     Attributes
     ----------
@@ -234,7 +264,7 @@ class CheckmateModel:
 
     def __init__(self, problem, *, starts=None, recompute_cap: int | None = None, integral: bool = True,
                  budget: int | None = None, deadline: float | None = None, scale: MemoryScale | None = None,
-                 name: str = "checkmate"):
+                 relax_memory: bool = False, name: str = "checkmate"):
         from pyscipopt import Model, quicksum
 
         self.problem = problem
@@ -248,7 +278,7 @@ class CheckmateModel:
         self.integral = integral
         dev = problem.primary
         self.budget_bytes = int(budget if budget is not None else dev.memory_bytes)
-        self.scale = scale or MemoryScale.choose(g.bytes, self.budget_bytes)
+        self.scale = scale or MemoryScale.choose(g.bytes, self.budget_bytes, relax=relax_memory)
         M = self.scale.sizes
         Bu = self.scale.budget
         cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
@@ -560,9 +590,10 @@ class CheckmateModel:
             val[u.name] = x
             if x > Bu + 1e-9:
                 s, k = u.name.split("_")[1:]
+                how = "relaxed" if self.scale.relaxed else "conservative"
                 return None, (
                     f"memory after node {k} in stage {s} is {x * self.scale.unit:.0f} B in the model's "
-                    f"conservative accounting, over the budget {Bu * self.scale.unit} B"
+                    f"{how} accounting, over the budget {Bu * self.scale.unit} B"
                 )
             if x < -1e-9:
                 return None, f"negative memory at {u.name} (model error)"
@@ -832,7 +863,8 @@ class CheckmateFormulation(Formulation):
                 status = fr.status
         if stats["phases"]:
             last = stats["phases"][-1]
-            for key in ("vars", "binaries", "rows", "build_s", "mem_unit", "mem_exact", "start", "start_note",
+            for key in ("vars", "binaries", "rows", "build_s", "mem_unit", "mem_exact", "mem_relaxed", "start",
+                        "start_note",
                         "scip_status", "nodes", "skipped", "model_bound", "stages", "relabelled"):
                 if key in last:
                     stats[key] = last[key]
@@ -862,12 +894,16 @@ class CheckmateFormulation(Formulation):
         cm = None
         try:
             try:
-                cm = CheckmateModel(problem, starts=starts, recompute_cap=cap, deadline=deadline)
+                # the full staged model is built as a relaxation (sizes rounded down when the memory unit is
+                # inexact) so that its dual bound is valid; restricted phases stay conservative
+                relax = size == 1 and cap is None and not fix_from_lp
+                cm = CheckmateModel(problem, starts=starts, recompute_cap=cap, deadline=deadline,
+                                    relax_memory=relax)
             except BuildTimeout as e:
                 stats["skipped"] = str(e)
                 return FormulationResult("no_solution", stats=stats)
             stats.update(vars=cm.n_vars, binaries=cm.n_binaries, rows=cm.n_rows, build_s=time.perf_counter() - t0,
-                         mem_unit=cm.scale.unit, mem_exact=cm.scale.exact)
+                         mem_unit=cm.scale.unit, mem_exact=cm.scale.exact, mem_relaxed=cm.scale.relaxed)
             if fix_from_lp and incumbent is not None:
                 self._fix_where_lp_agrees(cm, problem, incumbent, deadline, stats)
             return self._solve_model(cm, problem, incumbent, deadline, node_limit, seed, on_incumbent, on_bound,
@@ -999,7 +1035,7 @@ class CheckmateFormulation(Formulation):
         apply_params(m, self.params)
         errors: list = []
         # only the full staged model's bound bounds the staged class (blocks and caps restrict it)
-        full_class = bool(cm.scale.exact and np.all(np.diff(cm.starts) == 1) and cm.recompute_cap is None
+        full_class = bool(cm.scale.bound_valid and np.all(np.diff(cm.starts) == 1) and cm.recompute_cap is None
                           and cm.fixed == 0)
 
         pushed: queue.SimpleQueue = queue.SimpleQueue()
@@ -1101,8 +1137,13 @@ class CheckmateFormulation(Formulation):
             best["bound"] = float("-inf")
         if status == "optimal" and best["plan"] is not None:
             lb = min(best["bound"], best["obj"])
-            if best["obj"] - lb <= 1e-9 * max(1.0, abs(best["obj"])):
+            closed = best["obj"] - lb <= 1e-9 * max(1.0, abs(best["obj"]))
+            if closed:
                 lb = best["obj"]
+            elif full_class and cm.scale.relaxed:
+                # the relaxed model's optimum does not fit in bytes: our best plan is not proven optimal
+                stats["relaxed_optimum_over_budget"] = True
+                return FormulationResult("feasible", best["plan"], best["obj"], lb, stats)
             return FormulationResult("optimal", best["plan"], best["obj"], lb, stats)
         if status == "infeasible":
             return FormulationResult("infeasible" if best["plan"] is None else "feasible", best["plan"], best["obj"],
