@@ -12,7 +12,10 @@ heuristics, model construction and solving; the solve stops within about a
 second of the limit.  Ctrl-C returns the best plan found so far.
 
 Bounds.  The trivial bound is every node computed once on its cheapest
-device.  Formulations and bounding heuristics (the LP relaxation) report
+device.  Bound sources that declare ``bound_scope = "all plans"`` (the cut
+bound, :mod:`hybrid_remat.exact.bounds`) bound every plan: a plan that
+reaches such a bound is optimal, and the remaining sources are skipped ("gap
+closed").  Formulations and bounding heuristics (the LP relaxation) report
 bounds of their own model; the built-in Checkmate model's bound covers the
 *staged* plans (first computations in the reference order), see
 :mod:`hybrid_remat.exact.checkmate`.  ``Result.bound_scope`` says which bound
@@ -51,9 +54,11 @@ __all__ = ["anytime_solve", "Result", "SourceReport", "Improvement", "warmup", "
 class SourceReport:
     """One heuristic's or formulation's outcome.
 
-    ``status``: ``valid``, ``over_budget`` (simulated but over the budget or
-    invalid), ``no_plan``, ``error``, ``skipped``, or a formulation's status
-    (``optimal``, ``feasible``, ``infeasible``, ``no_solution``).
+    ``kind``: ``heuristic``, ``bound`` (a bound source: ``objective`` and
+    ``tdi_pct`` are its bound) or ``formulation``.  ``status``: ``valid``,
+    ``over_budget`` (simulated but over the budget or invalid), ``no_plan``,
+    ``error``, ``skipped``, ``bound``, or a formulation's status (``optimal``,
+    ``feasible``, ``infeasible``, ``no_solution``).
     """
 
     source: str
@@ -273,7 +278,7 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
     trivial = trivial_lower_bound(problem) if serial else makespan_lower_bound(problem)
     st = {
         "plan": None, "obj": float("inf"), "sim": None, "source": "",
-        "lb": trivial, "scope": "trivial", "model_lbs": [],
+        "lb": trivial, "scope": "trivial", "model_lbs": [], "global_lb": trivial, "global_scope": "trivial",
     }
     history: list = []
     report: list = []
@@ -303,17 +308,26 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
         return sim, False
 
     def _refresh_bound() -> None:
-        # model bounds count only while no plan beats them (else they do not bound the whole problem)
-        lb, scope = trivial, "trivial"
+        # bounds over every plan always count; model bounds only while no plan beats them (else they do not
+        # bound the whole problem)
+        lb, scope = st["global_lb"], st["global_scope"]
         for value, src in st["model_lbs"]:
             if value > lb and value <= st["obj"] * (1 + 1e-9):
                 lb, scope = value, src
         st["lb"], st["scope"] = min(lb, st["obj"]), scope
 
-    def offer_bound(value: float, source: str) -> None:
+    def proven_globally() -> bool:
+        """A plan reaches a bound that covers every plan: nothing can beat it."""
+        return st["plan"] is not None and st["global_lb"] >= st["obj"] * (1 - 1e-9)
+
+    def offer_bound(value: float, source: str, all_plans: bool = False) -> None:
         if not math.isfinite(value) or not serial:  # model bounds are serial-time bounds
             return
-        st["model_lbs"].append((float(value), source))
+        if all_plans:
+            if value > st["global_lb"]:
+                st["global_lb"], st["global_scope"] = float(value), source
+        else:
+            st["model_lbs"].append((float(value), source))
         old = st["lb"]
         _refresh_bound()
         if _better(old, st["lb"]):
@@ -323,6 +337,8 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
     def polish(name: str, share: float) -> None:
         """Drop recomputations from the best plan (single device), within a share of the time left."""
         if not local_search or st["plan"] is None or not problem.is_single_device or stop.is_set():
+            return
+        if proven_globally():
             return
         if st["sim"] is not None and st["sim"].n_recompute == 0:
             return
@@ -356,6 +372,9 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
             if stop.is_set() or time.perf_counter() >= deadline:
                 report.append(SourceReport(h.name, "heuristic", "skipped", note="time limit"))
                 continue
+            if proven_globally():
+                report.append(SourceReport(h.name, "heuristic", "skipped", note="gap closed"))
+                continue
             ts = time.perf_counter()
             bound = None
             try:
@@ -372,7 +391,13 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
                 continue
             secs = time.perf_counter() - ts
             if bound is not None:
-                offer_bound(float(bound), h.name)
+                offer_bound(float(bound), h.name, getattr(h, "bound_scope", "") == "all plans")
+            if plan is None and "bound_only" in getattr(h, "capabilities", ()):
+                tdi = (float(bound) - problem.base_cost) / problem.base_cost * 100 \
+                    if bound is not None and problem.base_cost > 0 else float("nan")
+                report.append(SourceReport(h.name, "bound", "bound" if bound is not None else "skipped",
+                                           float(bound) if bound is not None else float("inf"), tdi, secs))
+                continue
             if plan is None:
                 report.append(SourceReport(h.name, "heuristic", "no_plan", seconds=secs))
                 history.append((now(), float("inf"), st["lb"], h.name))
@@ -403,6 +428,9 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
             remaining = deadline - time.perf_counter()
             if stop.is_set() or remaining <= 0:
                 report.append(SourceReport(f.name, "formulation", "skipped", note="time limit"))
+                continue
+            if proven_globally():
+                report.append(SourceReport(f.name, "formulation", "skipped", note="gap closed"))
                 continue
             share = remaining / (len(forms) - idx)
             ts = time.perf_counter()
@@ -444,7 +472,7 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
         proved_empty = any(s == "infeasible" for _, s, _ in formulation_statuses)
         status = "infeasible" if proved_empty and not interrupted else "no_solution"
     else:
-        proven = any(
+        proven = proven_globally() or any(
             s == "optimal" and o <= st["obj"] * (1 + 1e-9) and st["lb"] >= st["obj"] * (1 - 1e-9)
             for _, s, o in formulation_statuses
         ) if serial else st["lb"] >= st["obj"] * (1 - 1e-9)

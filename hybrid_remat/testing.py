@@ -27,6 +27,9 @@ What is asserted
   them; it must accept at least one instance;
 * errors on bad input are :class:`~hybrid_remat.errors.HybridRematError`
   subclasses;
+* bound sources (capability ``"bound_only"``): no plan, a deterministic
+  ``run_detailed(...)["lower_bound"]`` below the witness (and below the
+  brute-force optimum on tiny graphs when ``bound_scope = "all plans"``);
 * formulations: statuses from the documented set, bounds below every valid
   plan, ``optimal`` only with a plan no worse than the known one, every
   ``on_incumbent`` plan valid, a set ``stop`` event honoured;
@@ -234,6 +237,8 @@ def check_heuristic(heuristic, *, instances: Sequence[Instance] | None = None, s
     assert callable(getattr(heuristic, "run", None)), f"{_who(heuristic)} has no run()"
     chosen, skipped = _select(heuristic, instances)
     found = {}
+    if "bound_only" in heuristic.capabilities:
+        return _check_bound_source(heuristic, chosen, skipped, seed)
     for inst in chosen:
         plan = _call(heuristic, inst, "run", heuristic.run, inst.problem, seed=seed)
         if plan is None:
@@ -246,6 +251,33 @@ def check_heuristic(heuristic, *, instances: Sequence[Instance] | None = None, s
         again = _call(heuristic, inst, "run, second time", heuristic.run, inst.problem, seed=seed)
         assert (plan is None) == (again is None) and (plan is None or plan == again), (
             f"{_who(heuristic)} is not deterministic on {inst.name} for seed {seed}")
+    return {"checked": [i.name for i in chosen], "skipped": skipped, "found": found}
+
+
+def _check_bound_source(source, chosen, skipped, seed) -> dict:
+    """A ``bound_only`` heuristic plans nothing and reports a bound below
+    every valid plan (the witness; and the brute-force optimum on graphs of
+    at most 8 nodes when it claims ``bound_scope = "all plans"``)."""
+    from .exact.brute import brute_force_optimum
+
+    assert callable(getattr(source, "run_detailed", None)), f"{_who(source)}: bound_only needs run_detailed()"
+    found = {}
+    for inst in chosen:
+        plan = _call(source, inst, "run", source.run, inst.problem, seed=seed)
+        assert plan is None, f"{_who(source)} is bound_only but returned a plan on {inst.name}"
+        out = _call(source, inst, "run_detailed", source.run_detailed, inst.problem, seed=seed)
+        lb = out.get("lower_bound")
+        found[inst.name] = lb
+        if lb is None:
+            continue
+        assert isinstance(lb, (int, float)) and not math.isnan(lb), f"{_who(source)}: bound {lb!r} on {inst.name}"
+        known = simulate(inst.problem, inst.witness).total_time
+        assert lb <= known * (1 + 1e-9), f"{_who(source)}: bound {lb} above the witness {known} on {inst.name}"
+        if getattr(source, "bound_scope", "") == "all plans" and inst.problem.graph.n <= 8:
+            opt = brute_force_optimum(inst.problem)
+            assert lb <= opt * (1 + 1e-9), f"{_who(source)}: bound {lb} above the optimum {opt} on {inst.name}"
+        again = _call(source, inst, "run_detailed, second time", source.run_detailed, inst.problem, seed=seed)
+        assert again.get("lower_bound") == lb, f"{_who(source)} is not deterministic on {inst.name}"
     return {"checked": [i.name for i in chosen], "skipped": skipped, "found": found}
 
 

@@ -1,5 +1,6 @@
-"""Built-in exact formulations (and the LP-rounding heuristic that shares
-their model builder), registered through the plugin hooks."""
+"""Built-in exact formulations (the staged Checkmate model and its
+decomposition), the heuristics that share their model builder (LP rounding,
+staged eviction) and the cut bound, registered through the plugin hooks."""
 
 from ..hookspecs import hookimpl
 
@@ -7,13 +8,15 @@ from ..hookspecs import hookimpl
 @hookimpl
 def hybrid_remat_register_formulations():
     from ..exact.checkmate import CheckmateFormulation
+    from ..exact.decompose import DecomposedFormulation
 
-    return [CheckmateFormulation()]
+    return [CheckmateFormulation(), DecomposedFormulation()]
 
 
 @hookimpl
 def hybrid_remat_register_heuristics():
+    from ..exact.bounds import CutBoundSource
     from ..exact.primal import StagedEvict
     from ..heuristics.lp_rounding import LPRounding
 
-    return [StagedEvict(), LPRounding()]
+    return [StagedEvict(), LPRounding(), CutBoundSource()]

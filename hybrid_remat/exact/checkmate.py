@@ -252,6 +252,13 @@ class CheckmateModel:
         Round sizes down when the memory unit is inexact, so that the model
         is a relaxation (its bound bounds the staged class) rather than a
         restriction; decoded plans are still checked by the simulator.
+    fix : (R0, S0, free) , optional
+        A *window* model (decomposition): staged ``R0``/``S0`` (``T x n``
+        bool, e.g. from :meth:`stage_rs` of an incumbent) and a boolean
+        mask ``free`` of the nodes whose decisions stay open; every other
+        node keeps ``R0``/``S0`` as constants, so only the free nodes get
+        variables.  Its optimum is the best plan that agrees with ``R0``/``S0``
+        outside ``free`` (a neighbourhood of the incumbent, not a bound).
 
     Attributes
     ----------
@@ -264,7 +271,7 @@ class CheckmateModel:
 
     def __init__(self, problem, *, starts=None, recompute_cap: int | None = None, integral: bool = True,
                  budget: int | None = None, deadline: float | None = None, scale: MemoryScale | None = None,
-                 relax_memory: bool = False, name: str = "checkmate"):
+                 relax_memory: bool = False, fix=None, name: str = "checkmate"):
         from pyscipopt import Model, quicksum
 
         self.problem = problem
@@ -301,18 +308,27 @@ class CheckmateModel:
         # U definitions in creation order: (uvar, [(coef, var)], const)
         self._udefs: list = []
         self._rows = 0
-        self.fixed = 0  # variables fixed by a RINS-style phase (the model is then restricted)
+        self.fixed = 0  # variables fixed by a RINS-style phase or a window (the model is then restricted)
+        if fix is not None:
+            R0, S0, free_mask = (np.asarray(x, dtype=bool) for x in fix)
+            if R0.shape != (T, n) or S0.shape != (T, n) or free_mask.shape != (n,):
+                raise SolverError(f"fix: R0 and S0 must be {T} x {n} and the free mask of length {n}")
+            self.fixed = int((~free_mask).sum())
+        else:
+            R0 = S0 = None
+            free_mask = np.ones(n, dtype=bool)
+        self.free_mask = free_mask
+        self.R0, self.S0 = R0, S0
         cap_rec = None if recompute_cap is None else max(0, int(recompute_cap) - 1)
         succ_ptr, succ_idx = g.succ_ptr, g.succ_idx
         pred_ptr, pred_idx = g.pred_ptr, g.pred_idx
         allow_rec = cap_rec is None or cap_rec > 0
 
         # variables: S and R of stage s for i < lo (non-sinks)
+        free_idx = np.flatnonzero(free_mask & ~sink)
         for s in range(T):
             lo = int(self.starts[s])
-            for i in range(lo):
-                if sink[i]:
-                    continue
+            for i in free_idx[free_idx < lo].tolist():
                 self.S[s, i] = m.addVar(vtype=vt, lb=0.0, ub=1.0, name=f"S_{s}_{i}")
                 if allow_rec:
                     self.R[s, i] = m.addVar(vtype=vt, lb=0.0, ub=1.0, obj=float(c[i]), name=f"R_{s}_{i}")
@@ -324,19 +340,34 @@ class CheckmateModel:
             if lo <= i < hi:
                 return 1
             if i < lo:
+                if R0 is not None and not free_mask[i]:
+                    return int(R0[s, i])
                 return self.R.get((s, i), 0)
             return 0
 
         def Sv(s, i):
             if s >= T:
                 return 0
+            if S0 is not None and not free_mask[i]:
+                return int(S0[s, i]) if not sink[i] else 0
             return self.S.get((s, i), 0)
+
+        if R0 is None:
+            def active(s, hi):
+                return range(hi)
+        else:
+            # nodes that may be computed or resident in stage s: free ones and the incumbent's
+            def active(s, hi):
+                mask = free_mask[:hi] | R0[s, :hi] | S0[s, :hi]
+                mask[int(self.starts[s]):hi] = True
+                return np.flatnonzero(mask).tolist()
 
         add = m.addCons
         for s in range(T):
             lo, hi = int(self.starts[s]), int(self.starts[s + 1])
+            act = active(s, hi)
             # dependencies
-            for v in range(hi):
+            for v in act:
                 rv = Rv(s, v)
                 if _const(rv) and rv == 0:
                     continue
@@ -346,8 +377,13 @@ class CheckmateModel:
                     if _const(ru) and ru == 1:
                         continue
                     su = Sv(s, u)
+                    if _const(su) and su == 1:
+                        continue
                     rhs = [x for x in (ru, su) if not _const(x)]
                     if not rhs:
+                        if not _const(rv):  # window model: v cannot run in this stage
+                            m.chgVarUb(rv, 0.0)
+                            continue
                         raise SolverError(f"stage {s}: node {v} needs node {u}, which cannot be available")
                     if _const(rv):
                         add(quicksum(rhs) >= 1)
@@ -363,7 +399,7 @@ class CheckmateModel:
                         self._rows += 1
             # frees: for each producer i < hi, its consumers within the stage
             frees_after: dict[int, list] = {}
-            for i in range(hi):
+            for i in act:
                 if sink[i]:
                     continue
                 ri = Rv(s, i)
@@ -386,9 +422,16 @@ class CheckmateModel:
                         ubs.append((0.0, 1.0, rk))
                     if not _const(keep):
                         ubs.append((1.0, -1.0, keep))
-                    for j in cons:
-                        if j > k:
-                            ubs.append((1.0, -1.0, Rv(s, j)))
+                    elif keep:
+                        continue  # kept into the next stage: never freed here
+                    later = [Rv(s, j) for j in cons if j > k]
+                    if any(_const(x) and x for x in later):
+                        continue  # a later consumer certainly runs: not the last read
+                    ubs.extend((1.0, -1.0, x) for x in later if not _const(x))
+                    if not ubs:
+                        # every term is a constant (window models): freed right after k
+                        frees_after.setdefault(k, []).append((int(M[i]), 1))
+                        continue
                     f = m.addVar(vtype="C", lb=0.0, ub=1.0, name=f"F_{s}_{i}_{k}")
                     self.F[s, i, k] = f
                     self._ubs[f.name] = ubs
@@ -403,7 +446,8 @@ class CheckmateModel:
                 if not cons and lo <= i < hi:
                     # a block node nobody in the stage reads: freed at once unless kept
                     if _const(keep):
-                        frees_after.setdefault(i, []).append((int(M[i]), 1))
+                        if not keep:
+                            frees_after.setdefault(i, []).append((int(M[i]), 1))
                     else:
                         fs = m.addVar(vtype="C", lb=0.0, ub=1.0, name=f"FS_{s}_{i}")
                         self.FS[s, i] = fs
@@ -414,7 +458,7 @@ class CheckmateModel:
             # memory recurrence over allocation positions
             prev = None
             pending: list = []
-            for k in range(hi):
+            for k in act:
                 rk = Rv(s, k)
                 if _const(rk) and rk == 0:
                     continue
@@ -424,6 +468,9 @@ class CheckmateModel:
                     for i in range(lo):
                         if (s, i) in self.S and M[i] > 0:
                             terms.append((float(M[i]), self.S[s, i]))
+                    if S0 is not None:
+                        fixed_res = S0[s, :lo] & ~free_mask[:lo] & ~sink[:lo]
+                        const += float(M[:lo][fixed_res].sum())
                 else:
                     terms.append((1.0, prev))
                 for mb, f in pending:
@@ -484,6 +531,9 @@ class CheckmateModel:
     def s_from_values(self, value_of) -> np.ndarray:
         """``S`` (T x n bool) from a ``var -> value`` function."""
         S = np.zeros((self.T, self.graph.n), dtype=bool)
+        if self.S0 is not None:
+            S[:, ~self.free_mask] = self.S0[:, ~self.free_mask]
+            S[:, _sinks(self.graph)] = False
         for (s, i), v in self.S.items():
             if value_of(v) > 0.5:
                 S[s, i] = True
@@ -551,16 +601,25 @@ class CheckmateModel:
                 return None, f"stage {s} computes a node of a later stage"
             if not R[s, lo:st[s + 1]].all():
                 return None, f"stage {s} does not compute all of its block"
+        if self.S0 is not None:
+            fixed = ~self.free_mask & ~_sinks(g)
+            if (S[:, fixed] != self.S0[:, fixed]).any():
+                return None, "the plan differs from the window's fixed checkpoints"
+            for s in range(self.T):
+                lo = st[s]
+                cols = np.flatnonzero(fixed[:lo])
+                if (R[s, cols] != self.R0[s, cols]).any():
+                    return None, f"stage {s}: the plan differs from the window's fixed recomputations"
         for key, v in self.S.items():
             val[v.name] = float(S[key])
         for (s, i) in zip(*np.nonzero(S), strict=True):
-            if (int(s), int(i)) not in self.S:
+            if (int(s), int(i)) not in self.S and self.free_mask[i]:
                 return None, f"S[{s},{i}] has no variable (sink or first stage)"
         for key, v in self.R.items():
             val[v.name] = float(R[key])
         for (s, i) in zip(*np.nonzero(R), strict=True):
             s, i = int(s), int(i)
-            if i < st[s] and (s, i) not in self.R:
+            if i < st[s] and (s, i) not in self.R and self.free_mask[i]:
                 return None, f"R[{s},{i}] has no variable (recomputation cap or sink)"
         if self.recompute_cap is not None:
             counts = R.sum(axis=0)

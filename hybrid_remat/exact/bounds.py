@@ -1,0 +1,212 @@
+"""Lower bounds that hold for every plan (any order, any schedule).
+
+The staged MILP's bound covers staged plans only (see
+:mod:`hybrid_remat.exact.checkmate`).  The *cut bound* here covers every
+single-device plan the simulator accepts, and costs a few matrix products:
+
+Take any node ``t`` and the moment ``t`` is computed for the first time.
+Let ``N(t)`` be its ancestors that have a consumer among ``t``'s
+descendants.  Every descendant runs after that moment, so every ``v`` in
+``N(t)`` is either resident then or computed again afterwards (its first
+computation came before: it is an ancestor of ``t``).  While ``t`` is
+computed, its inputs and its output are resident too, so the resident part
+``X`` of ``N(t)`` satisfies ``bytes(X) + bytes(inputs of t and t) <= B``
+and the plan pays at least ``sum of c_v over N(t) \\ X`` on top of one
+computation per node.  The least such sum is a covering knapsack; its LP
+value (greedy by cost per byte) bounds it from below, and the exact value is
+computed for the most promising nodes.  The bound is the best over ``t``.
+
+Examples
+--------
+>>> from hybrid_remat.generators import chain
+>>> from hybrid_remat.problem import Problem
+>>> from hybrid_remat.exact.brute import brute_force_optimum
+>>> p = Problem.single(chain(6, bytes=1), 3)
+>>> lb = cut_lower_bound(p)
+>>> p.base_cost <= lb.value <= brute_force_optimum(p)
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["CutBound", "CutBoundSource", "cut_lower_bound", "ancestor_matrix"]
+
+
+@dataclass
+class CutBound:
+    """A cut bound: ``value`` bounds every plan's total compute time.
+
+    Attributes
+    ----------
+    value : float
+        ``base cost + extra``.
+    extra : float
+        The recomputation cost that no plan avoids.
+    node : int
+        The node ``t`` whose cut gives the bound (-1 when none is binding).
+    exact : bool
+        Whether ``extra`` is the knapsack optimum (else its LP value).
+    per_node : ndarray
+        The LP value of every node's cut.
+    """
+
+    value: float
+    extra: float
+    node: int
+    exact: bool
+    per_node: np.ndarray = field(repr=False)
+
+
+def ancestor_matrix(graph) -> np.ndarray:
+    """``A[v, u]``: ``u`` is a (strict) ancestor of ``v`` (nodes are in topological order).
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> ancestor_matrix(chain(3)).astype(int).tolist()
+    [[0, 0, 0], [1, 0, 0], [1, 1, 0]]
+    """
+    n = graph.n
+    A = np.zeros((n, n), dtype=bool)
+    for v in range(n):
+        p = graph.preds(v)
+        if p.size:
+            A[v, p] = True
+            A[v] |= A[p].any(axis=0)
+    return A
+
+
+def _cover_lp(cost, size, need) -> float:
+    """Least fractional cost of items whose sizes add up to ``need``."""
+    if need <= 0:
+        return 0.0
+    ok = size > 0
+    c, s = cost[ok], size[ok].astype(np.float64)
+    order = np.argsort(c / s, kind="stable")
+    cum = np.cumsum(s[order])
+    k = int(np.searchsorted(cum, need))
+    if k >= len(order):
+        return float("inf")
+    before = float(cum[k - 1]) if k else 0.0
+    return float(c[order[:k]].sum() + c[order[k]] * (need - before) / s[order[k]])
+
+
+def _cover_exact(cost, size, need, node_limit: int = 20_000) -> float | None:
+    """Least cost of whole items covering ``need`` (SCIP), or ``None`` when not proven."""
+    from pyscipopt import Model, quicksum
+
+    if need <= 0:
+        return 0.0
+    ok = np.flatnonzero(size > 0)
+    m = Model("cover")
+    try:
+        m.hideOutput()
+        m.setParam("limits/nodes", node_limit)
+        m.setParam("lp/threads", 1)
+        x = [m.addVar(vtype="B", obj=float(cost[i])) for i in ok]
+        m.addCons(quicksum(float(size[i]) * xi for i, xi in zip(ok, x, strict=True)) >= float(need))
+        m.optimize()
+        if m.getStatus() != "optimal":
+            return None
+        return float(m.getDualbound())
+    finally:
+        m.free()
+
+
+def cut_lower_bound(problem, *, exact_nodes: int = 5) -> CutBound:
+    """The cut bound of a single-device problem (see the module docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+        Single device (a second memory could hold what the bound drops).
+    exact_nodes : int
+        Solve the knapsack exactly for this many nodes with the best LP values.
+
+    Returns
+    -------
+    CutBound
+
+    Raises
+    ------
+    ValueError
+        On a multi-device problem.
+    """
+    if not problem.is_single_device:
+        raise ValueError("the cut bound covers single-device problems only")
+    g = problem.graph
+    n = g.n
+    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
+    size = np.asarray(g.bytes, dtype=np.int64)
+    B = int(problem.budgets[0])
+    base = float(cost.sum())
+    A = ancestor_matrix(g)                       # A[v, u]: u ancestor of v
+    D = A.T                                      # D[t, w]: w descendant of t
+    adj = np.zeros((n, n), dtype=np.float32)     # adj[v, w]: edge v -> w
+    e = g.edges()
+    if len(e):
+        adj[e[:, 0], e[:, 1]] = 1.0
+    # reads[v, t]: v has a consumer among t's descendants
+    reads = (adj @ D.T.astype(np.float32)) > 0
+    per_node = np.zeros(n, dtype=np.float64)
+    needs = np.zeros(n, dtype=np.float64)
+    items = {}
+    for t in range(n):
+        preds = g.preds(t)
+        cand = A[t] & reads[:, t]
+        cand[preds] = False
+        idx = np.flatnonzero(cand)
+        need = float(size[idx].sum() + size[preds].sum() + size[t] - B)
+        if need <= 0 or idx.size == 0:
+            continue
+        per_node[t] = _cover_lp(cost[idx], size[idx], need)
+        needs[t] = need
+        items[t] = idx
+    best_t = int(per_node.argmax()) if n and per_node.max() > 0 else -1
+    extra, exact = (float(per_node[best_t]), False) if best_t >= 0 else (0.0, True)
+    if best_t >= 0 and exact_nodes > 0:
+        for t in np.argsort(-per_node)[:exact_nodes].tolist():
+            if per_node[t] <= 0:
+                break
+            val = _cover_exact(cost[items[t]], size[items[t]], needs[t])
+            if val is not None and val >= extra - 1e-12 * max(1.0, abs(extra)):
+                extra, best_t, exact = max(val, extra), int(t), True
+    return CutBound(base + extra, extra, best_t, exact, per_node)
+
+
+class CutBoundSource:
+    """The cut bound as a registered bounding source (it plans nothing).
+
+    ``anytime_solve`` calls :meth:`run_detailed` like any heuristic and
+    takes its ``lower_bound``; ``bound_scope = "all plans"`` tells it the
+    bound covers every plan, so a plan that reaches it is proven optimal.
+    Graphs over ``max_nodes`` are skipped (the bound uses ``n x n`` matrices).
+    """
+
+    name = "cut_bound"
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "bound_only"})
+    rank = 5.0
+    bound_scope = "all plans"
+
+    def __init__(self, max_nodes: int = 5000):
+        self.max_nodes = int(max_nodes)
+
+    def run(self, problem, *, seed: int = 0):
+        return None
+
+    def run_detailed(self, problem, *, seed: int = 0, deadline: float | None = None) -> dict:
+        """``{"plan": None, "lower_bound", "stats"}`` (``lower_bound`` is ``None`` when skipped)."""
+        if not problem.is_single_device or problem.graph.n > self.max_nodes:
+            return {"plan": None, "lower_bound": None, "stats": {"skipped": "single device, at most "
+                                                                            f"{self.max_nodes} nodes"}}
+        cb = cut_lower_bound(problem)
+        return {"plan": None, "lower_bound": cb.value,
+                "stats": {"extra": cb.extra, "node": cb.node, "exact": cb.exact}}
+
+    def __repr__(self) -> str:
+        return f"<bound {self.name}@{self.version}>"
