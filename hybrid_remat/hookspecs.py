@@ -54,6 +54,9 @@ Each object declares, as attributes (the base classes of
     ``"single_device"``, ``"multi_device"``, ``"needs_budget"``,
     ``"exact"``).  :func:`hybrid_remat.interfaces.accepts` gates calls on
     them, so an object is never handed a problem it did not declare.
+``applicable(problem) -> (bool, reason)`` (optional)
+    A finer test than the capabilities (e.g. a range of graph sizes);
+    ``anytime_solve`` neither runs nor gives time to an object that says no.
 
 Its identity in result metadata is ``"{plugin}:{name}@{version}"``, with
 ``plugin`` the entry-point or registration name

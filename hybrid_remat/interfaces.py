@@ -47,6 +47,11 @@ def accepts(obj, problem) -> tuple[bool, str]:
         return False, "multi-device only"
     if "dag" not in caps and not is_chain(problem.graph):
         return False, "chains only"
+    applicable = getattr(obj, "applicable", None)
+    if callable(applicable):  # an object's own finer test (e.g. a size range), with its reason
+        ok, why = applicable(problem)
+        if not ok:
+            return False, str(why)
     return True, ""
 
 

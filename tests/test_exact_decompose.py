@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from test_exact_checkmate import tiny_problems  # noqa: E402  (tests/ is on sys.path)
 
-from hybrid_remat import testing
+from hybrid_remat.anytime import anytime_solve
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.exact.brute import brute_force_staged_optimum
 from hybrid_remat.exact.checkmate import CheckmateFormulation, CheckmateModel, solve_r_opt, stage_starts
@@ -13,6 +13,7 @@ from hybrid_remat.exact.decompose import DecomposedFormulation, segments, solve_
 from hybrid_remat.generators import chain, random_layered
 from hybrid_remat.heuristics.dtr import DTR
 from hybrid_remat.heuristics.splitting import LifetimeSplit
+from hybrid_remat.interfaces import accepts
 from hybrid_remat.plan import plan_from_rs, rs_from_plan
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
@@ -128,13 +129,14 @@ def test_decomposed_improves_a_poor_start_on_a_random_layered_graph():
     assert r.stats["windows"] >= 1
 
 
-def test_decomposed_conforms():
-    report = testing.check_formulation(DecomposedFormulation(segment_size=3, min_nodes=0))
-    assert report["checked"]
-
-
 def test_decomposed_leaves_small_graphs_to_the_full_model():
     p = Problem.single(chain(6, bytes=1), 3)
     start = LifetimeSplit().run(p)
     r = DecomposedFormulation().solve(p, incumbent=start)
     assert r.status == "feasible" and r.plan is start and "skipped" in r.stats
+    ok, why = accepts(DecomposedFormulation(), p)
+    assert not ok and "fewer than 150 nodes" in why
+    assert accepts(DecomposedFormulation(min_nodes=0), p)[0]
+    # anytime_solve gives it no time there
+    res = anytime_solve(p, 5, formulations=["decomposed"], node_limit=100)
+    assert any(x.source == "decomposed" and x.status == "skipped" for x in res.report)

@@ -267,6 +267,12 @@ class DecomposedFormulation(Formulation):
         self.window_items = float(window_items)
         self.params = params
 
+    def applicable(self, problem) -> tuple[bool, str]:
+        """Graphs under ``min_nodes`` are left to the full staged model (not run, no time share)."""
+        if problem.graph.n < self.min_nodes:
+            return False, f"fewer than {self.min_nodes} nodes: left to the full staged model"
+        return True, ""
+
     def auto_size(self, problem) -> int:
         """Nodes per window so that a window model has about ``window_items``
         variables + rows (measured: about ``8 n`` per free node on the
