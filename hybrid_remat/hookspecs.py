@@ -109,6 +109,15 @@ def hybrid_remat_register_heuristics() -> list:
     need not re-check, but :func:`hybrid_remat.testing.check_heuristic`
     fails a heuristic that returns invalid plans.
 
+    Optional: ``run_detailed(problem, *, seed=0, deadline=None) -> dict``
+    with keys ``plan`` and ``lower_bound`` (a bound on the total compute
+    time, or ``None``); ``anytime_solve`` prefers it to ``run``.  A *bound
+    source* declares the capability ``"bound_only"`` (``run`` returns
+    ``None``, ``run_detailed`` the bound) and, when its bound holds for every
+    plan, ``bound_scope = "all plans"``: a plan reaching it is then proved
+    optimal and ``anytime_solve`` stops early (the built-in ``cut_bound``,
+    :mod:`hybrid_remat.exact.bounds`).
+
     Example
     -------
     >>> from hybrid_remat import hookimpl

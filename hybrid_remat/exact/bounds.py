@@ -14,7 +14,11 @@ computed, its inputs and its output are resident too, so the resident part
 and the plan pays at least ``sum of c_v over N(t) \\ X`` on top of one
 computation per node.  The least such sum is a covering knapsack; its LP
 value (greedy by cost per byte) bounds it from below, and the exact value is
-computed for the most promising nodes.  The bound is the best over ``t``.
+computed for the most promising nodes, together with a stronger version
+that follows recomputation chains: a value computed after the cut needs its
+own inputs then, so each of them is resident at the cut or computed after
+it too (a small MILP over ``t``'s ancestors; its dual bound is used).  The
+bound is the best over ``t``.
 
 Examples
 --------
@@ -48,8 +52,10 @@ class CutBound:
         The recomputation cost that no plan avoids.
     node : int
         The node ``t`` whose cut gives the bound (-1 when none is binding).
-    exact : bool
-        Whether ``extra`` is the knapsack optimum (else its LP value).
+    method : str
+        How ``extra`` was obtained at ``node``: ``"lp"`` (the knapsack's LP
+        value), ``"knapsack"`` (its optimum) or ``"chains"`` (the cut with
+        recomputation chains, :func:`_closure_bound`).
     per_node : ndarray
         The LP value of every node's cut.
     """
@@ -57,7 +63,7 @@ class CutBound:
     value: float
     extra: float
     node: int
-    exact: bool
+    method: str
     per_node: np.ndarray = field(repr=False)
 
 
@@ -117,7 +123,39 @@ def _cover_exact(cost, size, need, node_limit: int = 20_000) -> float | None:
         m.free()
 
 
-def cut_lower_bound(problem, *, exact_nodes: int = 5) -> CutBound:
+def _closure_bound(graph, t, anc, needed, cost, size, budget, node_limit: int = 2_000) -> float | None:
+    """The cut at ``t`` with recomputation chains (SCIP): a value computed
+    after the cut needs its inputs then, so each input is resident at the cut
+    or computed after it too.  ``x_v``: ``v`` resident at the cut, ``r_v``:
+    computed after it, over ``t``'s ancestors; ``t``'s inputs are resident.
+    Returns the dual bound (valid at a node limit too), or ``None``."""
+    from pyscipopt import Model, quicksum
+
+    nodes = np.flatnonzero(anc).tolist()
+    m = Model("closure")
+    try:
+        m.hideOutput()
+        m.setParam("limits/nodes", node_limit)
+        m.setParam("lp/threads", 1)
+        preds_t = set(graph.preds(t).tolist())
+        x = {v: m.addVar(vtype="B", lb=1.0 if v in preds_t else 0.0) for v in nodes}
+        r = {v: m.addVar(vtype="B", obj=float(cost[v])) for v in nodes}
+        for v in nodes:
+            if needed[v]:
+                m.addCons(x[v] + r[v] >= 1)
+            for u in graph.preds(v).tolist():
+                m.addCons(x[u] + r[u] - r[v] >= 0)
+        m.addCons(quicksum(float(size[v]) * x[v] for v in nodes) <= float(budget - size[t]))
+        m.optimize()
+        if m.getStatus() == "infeasible":
+            return None
+        db = m.getDualbound()
+        return max(0.0, float(db)) if abs(db) < 1e19 else None
+    finally:
+        m.free()
+
+
+def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True) -> CutBound:
     """The cut bound of a single-device problem (see the module docstring).
 
     Parameters
@@ -126,6 +164,9 @@ def cut_lower_bound(problem, *, exact_nodes: int = 5) -> CutBound:
         Single device (a second memory could hold what the bound drops).
     exact_nodes : int
         Solve the knapsack exactly for this many nodes with the best LP values.
+    closure : bool
+        For those nodes, also solve the cut with recomputation chains
+        (:func:`_closure_bound`; at least the knapsack value).
 
     Returns
     -------
@@ -167,15 +208,21 @@ def cut_lower_bound(problem, *, exact_nodes: int = 5) -> CutBound:
         needs[t] = need
         items[t] = idx
     best_t = int(per_node.argmax()) if n and per_node.max() > 0 else -1
-    extra, exact = (float(per_node[best_t]), False) if best_t >= 0 else (0.0, True)
+    extra, method = (float(per_node[best_t]), "lp") if best_t >= 0 else (0.0, "knapsack")
     if best_t >= 0 and exact_nodes > 0:
         for t in np.argsort(-per_node)[:exact_nodes].tolist():
             if per_node[t] <= 0:
                 break
             val = _cover_exact(cost[items[t]], size[items[t]], needs[t])
             if val is not None and val >= extra - 1e-12 * max(1.0, abs(extra)):
-                extra, best_t, exact = max(val, extra), int(t), True
-    return CutBound(base + extra, extra, best_t, exact, per_node)
+                extra, best_t, method = max(val, extra), int(t), "knapsack"
+            if closure:
+                needed = np.zeros(n, dtype=bool)
+                needed[items[t]] = True
+                cval = _closure_bound(g, t, A[t], needed, cost, size, B)
+                if cval is not None and cval > extra + 1e-12 * max(1.0, abs(extra)):
+                    extra, best_t, method = cval, int(t), "chains"
+    return CutBound(base + extra, extra, best_t, method, per_node)
 
 
 class CutBoundSource:
@@ -206,7 +253,7 @@ class CutBoundSource:
                                                                             f"{self.max_nodes} nodes"}}
         cb = cut_lower_bound(problem)
         return {"plan": None, "lower_bound": cb.value,
-                "stats": {"extra": cb.extra, "node": cb.node, "exact": cb.exact}}
+                "stats": {"extra": cb.extra, "node": cb.node, "method": cb.method}}
 
     def __repr__(self) -> str:
         return f"<bound {self.name}@{self.version}>"
