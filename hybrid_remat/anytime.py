@@ -9,7 +9,11 @@ Timing.  Numba kernels are compiled (or loaded from cache) *before* the
 clock starts: :func:`warmup` calls ``hybrid_remat.heuristics.warmup()`` when
 it exists and runs the simulator on a tiny problem.  The time limit covers
 heuristics, model construction and solving; the solve stops within about a
-second of the limit.  Ctrl-C returns the best plan found so far.
+second of the limit.  Formulations share the time left after the heuristics
+equally, in order; time left by those that finish early goes back once to
+those that ran out of theirs (a second round, when at least
+``SECOND_ROUND_MIN_S`` seconds remain).  Ctrl-C returns the best plan found
+so far.
 
 Bounds.  The trivial bound is every node computed once on its cheapest
 device.  Bound sources that declare ``bound_scope = "all plans"`` (the cut
@@ -191,6 +195,9 @@ def makespan_lower_bound(problem) -> float:
 
 
 OBJECTIVES = ("serial", "makespan")
+
+#: a formulation that ran out of time gets a second run with the time others left, if at least this much
+SECOND_ROUND_MIN_S = 5.0
 
 
 def _better(a: float, b: float) -> bool:
@@ -424,15 +431,9 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
                 forms.append(f)
             else:
                 report.append(SourceReport(f.name, "formulation", "skipped", note=why))
-        for idx, f in enumerate(forms):
-            remaining = deadline - time.perf_counter()
-            if stop.is_set() or remaining <= 0:
-                report.append(SourceReport(f.name, "formulation", "skipped", note="time limit"))
-                continue
-            if proven_globally():
-                report.append(SourceReport(f.name, "formulation", "skipped", note="gap closed"))
-                continue
-            share = remaining / (len(forms) - idx)
+        def run_formulation(f, share: float, note_prefix: str = "") -> bool:
+            """Run one formulation with ``share`` seconds; True when it used (nearly) all of them
+            without proving anything (it could use more time)."""
             ts = time.perf_counter()
 
             def on_incumbent(plan, source=None, _f=f):
@@ -448,19 +449,39 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
                 raise
             except Exception as e:
                 report.append(SourceReport(f.name, "formulation", "error", seconds=time.perf_counter() - ts,
-                                           note=repr(e)))
-                continue
+                                           note=note_prefix + repr(e)))
+                return False
             secs = time.perf_counter() - ts
-            stats["formulations"][f.name] = fr.stats
+            key = f.name if not note_prefix else f"{f.name} ({note_prefix.strip(': ')})"
+            stats["formulations"][key] = fr.stats
             if fr.plan is not None:
                 offer(fr.plan, f.name)
             if fr.lower_bound is not None and math.isfinite(fr.lower_bound):
                 offer_bound(fr.lower_bound, f.name)
             formulation_statuses.append((f.name, fr.status, fr.objective))
-            note = str(fr.stats.get("skipped") or fr.stats.get("start_note") or "")
+            note = note_prefix + str(fr.stats.get("skipped") or fr.stats.get("start_note") or "")
             tdi = (fr.objective - problem.base_cost) / problem.base_cost * 100 if math.isfinite(fr.objective) and \
                 problem.base_cost > 0 else float("nan")
             report.append(SourceReport(f.name, "formulation", fr.status, fr.objective, tdi, secs, note))
+            return secs >= 0.9 * share and fr.status not in ("optimal", "infeasible", "error")
+
+        wanting_more = []
+        for idx, f in enumerate(forms):
+            remaining = deadline - time.perf_counter()
+            if stop.is_set() or remaining <= 0:
+                report.append(SourceReport(f.name, "formulation", "skipped", note="time limit"))
+                continue
+            if proven_globally():
+                report.append(SourceReport(f.name, "formulation", "skipped", note="gap closed"))
+                continue
+            if run_formulation(f, remaining / (len(forms) - idx)):
+                wanting_more.append(f)
+        # time left by formulations that finished early goes back, once, to those that ran out of it
+        for idx, f in enumerate(wanting_more):
+            remaining = deadline - time.perf_counter()
+            if stop.is_set() or proven_globally() or remaining < SECOND_ROUND_MIN_S:
+                break
+            run_formulation(f, remaining / (len(wanting_more) - idx), "second round: ")
         polish("local_search_final", 1.0)
     except KeyboardInterrupt:
         interrupted = True

@@ -221,3 +221,45 @@ def test_vgg16_train_proved_optimal(moccasin_dir):
     assert r2.status == "optimal" and r2.bound_scope == "cut_bound" and r2.gap == 0
     assert r2.objective == pytest.approx(r.objective)
     assert any(x.source == "checkmate" and x.note == "gap closed" for x in r2.report)
+
+
+class _Hungry(Formulation):
+    """Uses its whole share and proves nothing (records each time limit)."""
+
+    name = "hungry"
+    capabilities = frozenset({"dag", "chain", "single_device"})
+
+    def __init__(self):
+        self.limits = []
+
+    def solve(self, problem, *, incumbent=None, time_limit=60.0, node_limit=None, seed=0, threads=1,
+              on_incumbent=None, on_bound=None, stop=None):
+        import time
+
+        self.limits.append(time_limit)
+        time.sleep(time_limit)
+        return FormulationResult("feasible", incumbent, simulate(problem, incumbent).total_time)
+
+
+class _Quick(Formulation):
+    name = "quick"
+    capabilities = frozenset({"dag", "chain", "single_device"})
+
+    def solve(self, problem, *, incumbent=None, **kw):
+        return FormulationResult("no_solution")
+
+
+def test_time_left_by_quick_formulations_goes_back_to_hungry_ones(monkeypatch):
+    import hybrid_remat.anytime as anytime_mod
+
+    monkeypatch.setattr(anytime_mod, "SECOND_ROUND_MIN_S", 0.2)
+    g = random_layered(60, seed=1)
+    p = Problem.single(g, (min_feasible_budget(g) + keep_all_peak(g)) // 2)  # split recomputes here
+    hungry = _Hungry()
+    r = anytime_solve(p, 1.2, heuristics=["split"], formulations=[hungry, _Quick()], local_search=False)
+    assert r.plan is not None and r.status == "feasible"
+    assert len(hungry.limits) == 2
+    assert hungry.limits[1] >= 0.2 and hungry.limits[0] + hungry.limits[1] <= 1.2
+    assert [x.note.startswith("second round") for x in r.report if x.source == "hungry"] == [False, True]
+    # a formulation that finished early is not called again
+    assert sum(x.source == "quick" for x in r.report) == 1

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["CutBound", "CutBoundSource", "cut_lower_bound", "ancestor_matrix"]
+__all__ = ["CutBound", "CutBoundSource", "cut_lower_bound", "partition_lower_bound", "ancestor_matrix"]
 
 
 @dataclass
@@ -54,8 +54,8 @@ class CutBound:
         The node ``t`` whose cut gives the bound (-1 when none is binding).
     method : str
         How ``extra`` was obtained at ``node``: ``"lp"`` (the knapsack's LP
-        value), ``"knapsack"`` (its optimum) or ``"chains"`` (the cut with
-        recomputation chains, :func:`_closure_bound`).
+        value), ``"knapsack"`` (its optimum) or ``"chains"`` (the dual bound
+        of the cut with recomputation chains, :func:`_closure_bound`).
     per_node : ndarray
         The LP value of every node's cut.
     """
@@ -101,7 +101,7 @@ def _cover_lp(cost, size, need) -> float:
     return float(c[order[:k]].sum() + c[order[k]] * (need - before) / s[order[k]])
 
 
-def _cover_exact(cost, size, need, node_limit: int = 20_000) -> float | None:
+def _cover_exact(cost, size, need, node_limit: int = 2_000) -> float | None:
     """Least cost of whole items covering ``need`` (SCIP), or ``None`` when not proven."""
     from pyscipopt import Model, quicksum
 
@@ -165,8 +165,9 @@ def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True) -> C
     exact_nodes : int
         Solve the knapsack exactly for this many nodes with the best LP values.
     closure : bool
-        For those nodes, also solve the cut with recomputation chains
-        (:func:`_closure_bound`; at least the knapsack value).
+        For those nodes, solve the cut with recomputation chains
+        (:func:`_closure_bound`, which contains the knapsack); ``False``:
+        the knapsack alone.
 
     Returns
     -------
@@ -213,16 +214,68 @@ def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True) -> C
         for t in np.argsort(-per_node)[:exact_nodes].tolist():
             if per_node[t] <= 0:
                 break
-            val = _cover_exact(cost[items[t]], size[items[t]], needs[t])
-            if val is not None and val >= extra - 1e-12 * max(1.0, abs(extra)):
-                extra, best_t, method = max(val, extra), int(t), "knapsack"
+            if not closure:  # the chains model contains the knapsack: solve one or the other
+                val = _cover_exact(cost[items[t]], size[items[t]], needs[t])
+                if val is not None and val >= extra - 1e-12 * max(1.0, abs(extra)):
+                    extra, best_t, method = max(val, extra), int(t), "knapsack"
+                continue
             if closure:
                 needed = np.zeros(n, dtype=bool)
                 needed[items[t]] = True
                 cval = _closure_bound(g, t, A[t], needed, cost, size, B)
-                if cval is not None and cval > extra + 1e-12 * max(1.0, abs(extra)):
-                    extra, best_t, method = cval, int(t), "chains"
+                if cval is not None and cval >= extra - 1e-12 * max(1.0, abs(extra)):
+                    extra, best_t, method = max(cval, extra), int(t), "chains"
     return CutBound(base + extra, extra, best_t, method, per_node)
+
+
+def partition_lower_bound(problem, parts, *, exact_nodes: int = 2) -> tuple[float, list[float]]:
+    """A bound for the whole from the parts of a partition of the nodes.
+
+    Each part's *induced* problem (its nodes and the edges among them; inputs
+    from other parts are free and take no memory; the same budget) is a
+    relaxation of the whole restricted to the part: projecting any valid plan
+    on a part gives a valid plan of the part's problem, no costlier than the
+    plan's own computations of the part's nodes.  So the parts' cut bounds
+    add up: ``base + sum of the parts' extras`` bounds every plan.  It is weak
+    when every part fits the budget on its own (then it is the trivial bound),
+    which is why the whole graph's cut bound is computed as well.
+
+    Returns
+    -------
+    (value, extras)
+        The bound and each part's extra cost.
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> from hybrid_remat.problem import Problem
+    >>> p = Problem.single(chain(6, bytes=1), 2)
+    >>> partition_lower_bound(p, [[0, 1, 2], [3, 4, 5]])[0] == p.base_cost
+    True
+    """
+    from ..graph import Graph
+    from ..problem import Problem
+
+    g = problem.graph
+    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
+    kind = problem.primary.kind
+    B = int(problem.budgets[0])
+    seen = np.zeros(g.n, dtype=bool)
+    extras = []
+    e = g.edges()
+    for part in parts:
+        nodes = np.unique(np.asarray(part, dtype=np.int64))
+        if seen[nodes].any():
+            raise ValueError("the parts overlap")
+        seen[nodes] = True
+        local = np.full(g.n, -1, dtype=np.int64)
+        local[nodes] = np.arange(len(nodes))
+        inside = (local[e[:, 0]] >= 0) & (local[e[:, 1]] >= 0) if len(e) else np.zeros(0, bool)
+        sub = Graph.from_arrays(g.bytes[nodes], [(int(local[u]), int(local[v])) for u, v in e[inside]],
+                                {kind: cost[nodes]}, name=f"{g.name}[part]")
+        sp = Problem.single(sub, B, kind=kind)
+        extras.append(cut_lower_bound(sp, exact_nodes=exact_nodes).extra)
+    return float(cost.sum() + sum(extras)), extras
 
 
 class CutBoundSource:
