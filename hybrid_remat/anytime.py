@@ -198,6 +198,8 @@ OBJECTIVES = ("serial", "makespan")
 
 #: a formulation that ran out of time gets a second run with the time others left, if at least this much
 SECOND_ROUND_MIN_S = 5.0
+#: seconds of the time left kept back from the second round (formulations overrun their limit slightly)
+SECOND_ROUND_MARGIN_S = 2.0
 
 
 def _better(a: float, b: float) -> bool:
@@ -481,7 +483,8 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
             remaining = deadline - time.perf_counter()
             if stop.is_set() or proven_globally() or remaining < SECOND_ROUND_MIN_S:
                 break
-            run_formulation(f, remaining / (len(wanting_more) - idx), "second round: ")
+            # formulations overrun their limit by a second or two (decoding, freeing): keep that margin
+            run_formulation(f, (remaining - SECOND_ROUND_MARGIN_S) / (len(wanting_more) - idx), "second round: ")
         polish("local_search_final", 1.0)
     except KeyboardInterrupt:
         interrupted = True

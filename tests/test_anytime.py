@@ -253,6 +253,7 @@ def test_time_left_by_quick_formulations_goes_back_to_hungry_ones(monkeypatch):
     import hybrid_remat.anytime as anytime_mod
 
     monkeypatch.setattr(anytime_mod, "SECOND_ROUND_MIN_S", 0.2)
+    monkeypatch.setattr(anytime_mod, "SECOND_ROUND_MARGIN_S", 0.05)
     g = random_layered(60, seed=1)
     p = Problem.single(g, (min_feasible_budget(g) + keep_all_peak(g)) // 2)  # split recomputes here
     hungry = _Hungry()
