@@ -210,8 +210,8 @@ def _better(a: float, b: float) -> bool:
 
 
 def _resolve(kind: str, wanted, registry: dict) -> list:
-    if wanted is None:
-        return list(registry.values())
+    if wanted is None:  # every registered one that does not opt out of the default set
+        return [o for o in registry.values() if getattr(o, "run_by_default", True)]
     out = []
     for w in wanted:
         if isinstance(w, str):
@@ -238,8 +238,9 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
         Seconds for heuristics plus exact solving (warm-up excluded).
     heuristics, formulations : list of names or objects, optional
         Default: every registered one that accepts the problem
-        (:func:`hybrid_remat.interfaces.accepts`); heuristics run by ``rank``.
-        Pass ``[]`` to skip a stage.
+        (:func:`hybrid_remat.interfaces.accepts`) except those that declare
+        ``run_by_default = False`` (name them to run them); heuristics and
+        formulations run by ``rank``.  Pass ``[]`` to skip a stage.
     on_improve : callable, optional
         Called with an :class:`Improvement` on each better plan or bound.
     seed : int
@@ -427,7 +428,7 @@ def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=N
         polish("local_search", 0.1)
         # -------------------------------------------------------- formulations
         forms = []
-        for f in form_objs:
+        for f in sorted(form_objs, key=lambda f: float(getattr(f, "rank", 10.0))):  # stable: ties keep order
             ok, why = accepts(f, problem)
             if ok:
                 forms.append(f)

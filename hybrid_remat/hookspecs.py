@@ -54,6 +54,9 @@ Each object declares, as attributes (the base classes of
     ``"single_device"``, ``"multi_device"``, ``"needs_budget"``,
     ``"exact"``).  :func:`hybrid_remat.interfaces.accepts` gates calls on
     them, so an object is never handed a problem it did not declare.
+``run_by_default`` (optional, default ``True``)
+    ``False`` keeps the object out of ``anytime_solve``'s default set: it
+    runs only when named.
 ``applicable(problem) -> (bool, reason)`` (optional)
     A finer test than the capabilities (e.g. a range of graph sizes);
     ``anytime_solve`` neither runs nor gives time to an object that says no.
@@ -163,6 +166,10 @@ def hybrid_remat_register_formulations() -> list:
     * returns ``FormulationResult(status, plan, objective, lower_bound,
       stats)``, ``status`` one of ``optimal``, ``feasible``, ``infeasible``,
       ``no_solution``, ``error``; a returned plan is valid for the problem.
+
+    An optional numeric ``rank`` orders formulations in ``anytime_solve``
+    (default 10, lower first): the built-in exact models use 10, the
+    decomposition 15 and the search without bounds (``lns``) 20.
 
     Example
     -------

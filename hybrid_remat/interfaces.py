@@ -101,11 +101,16 @@ class FormulationResult:
 
 
 class Formulation:
-    """An exact (or bounding) model.  Subclass and implement :meth:`solve`."""
+    """An exact (or bounding) model.  Subclass and implement :meth:`solve`.
+
+    ``rank`` orders formulations in ``anytime_solve`` (lower first; ties keep
+    registration order): exact models 10, search without bounds later.
+    """
 
     name: str = "formulation"
     version: str = "0"
     capabilities: frozenset = frozenset({"dag", "chain", "single_device", "exact"})
+    rank: float = 10.0
 
     def solve(
         self,

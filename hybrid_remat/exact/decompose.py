@@ -255,6 +255,10 @@ class DecomposedFormulation(Formulation):
     """
 
     name = "decomposed"
+    rank = 15.0  # after the full models, before search without bounds
+    #: measured (benchmarks/decomposition.py): no better plan than the heuristics' on the Moccasin graphs, so
+    #: anytime_solve runs it only when named (``formulations=["decomposed"]``, ``--formulation decomposed``)
+    run_by_default = False
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "needs_incumbent"})
 
     def __init__(self, segment_size="auto", *, min_nodes: int = 150, max_passes: int = 50,

@@ -69,10 +69,11 @@ class LocalSearch(Heuristic):
         return self.improve(problem, None, time_limit=self.time_limit, seed=seed)
 
     def improve(self, problem, plan=None, *, time_limit: float | None = None, seed: int = 0,
-                max_iters: int | None = -1):
+                max_iters: int | None = -1, stop=None):
         """Return a plan at most as costly as ``plan`` (``plan`` itself when
         nothing better was found; ``None`` only if ``plan`` is ``None`` and no
-        feasible plan was found)."""
+        feasible plan was found).  ``stop`` (a ``threading.Event``) ends the
+        improvement loop early."""
         deadline = time.perf_counter() + (self.time_limit if time_limit is None else float(time_limit))
         if max_iters == -1:
             max_iters = self.max_iters
@@ -122,7 +123,8 @@ class LocalSearch(Heuristic):
                 break
             consider(split_continuation(a, n_steps=n_steps, seed=seed, pick=pick))
         it = 0
-        while time.perf_counter() < deadline and (max_iters is None or it < max_iters):
+        while time.perf_counter() < deadline and (max_iters is None or it < max_iters) and \
+                not (stop is not None and stop.is_set()):
             it += 1
             if best_seq is not None and it % 5:
                 # ruin and recreate: drop some recomputations, repair by splitting;

@@ -1,0 +1,71 @@
+"""The ``lns`` formulation (ruin and recreate on the incumbent) and how
+anytime_solve orders and selects formulations."""
+
+import threading
+
+import numpy as np
+
+from hybrid_remat import plugins
+from hybrid_remat.anytime import anytime_solve
+from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
+from hybrid_remat.generators import random_layered
+from hybrid_remat.heuristics.dtr import DTR
+from hybrid_remat.heuristics.lns import LNSFormulation
+from hybrid_remat.interfaces import Formulation, FormulationResult
+from hybrid_remat.problem import Problem
+from hybrid_remat.simulate import simulate
+
+
+def _problem(seed=1, n=60):
+    g = random_layered(n, seed=seed)
+    return Problem.single(g, (min_feasible_budget(g) + keep_all_peak(g)) // 2)
+
+
+def test_lns_improves_a_poor_start_and_is_deterministic_with_a_move_limit():
+    p = _problem()
+    start = DTR("lru", name="dtr_lru").run(p)
+    base = simulate(p, start).total_time
+    seen = []
+    r1 = LNSFormulation().solve(p, incumbent=start, node_limit=40, on_incumbent=lambda pl, s: seen.append(pl))
+    r2 = LNSFormulation().solve(p, incumbent=start, node_limit=40)
+    assert r1.status == "feasible" and simulate(p, r1.plan).valid
+    assert r1.objective < base and r1.lower_bound == float("-inf")
+    assert r1.objective == r2.objective and r1.plan == r2.plan
+    assert len(seen) == 1 and simulate(p, seen[0]).total_time == r1.objective
+
+
+def test_lns_honours_a_set_stop_event_and_works_without_incumbent():
+    p = _problem(seed=2)
+    stop = threading.Event()
+    stop.set()
+    r = LNSFormulation().solve(p, incumbent=None, node_limit=1000, stop=stop)
+    assert r.plan is None or simulate(p, r.plan).valid
+    r = LNSFormulation().solve(p, incumbent=None, node_limit=5)
+    assert r.status == "feasible" and simulate(p, r.plan).valid
+
+
+class _Recorder(Formulation):
+    capabilities = frozenset({"dag", "chain", "single_device"})
+
+    def __init__(self, name, rank, calls):
+        self.name, self.rank, self.calls = name, rank, calls
+
+    def solve(self, problem, *, incumbent=None, **kw):
+        self.calls.append(self.name)
+        return FormulationResult("no_solution")
+
+
+def test_formulations_run_by_rank_and_decomposed_only_when_named():
+    forms = plugins.formulations()
+    assert forms["lns"].rank > forms["decomposed"].rank > forms["checkmate"].rank
+    p = _problem(seed=3, n=30)
+    calls = []
+    anytime_solve(p, 5, heuristics=["split"], local_search=False,
+                  formulations=[_Recorder("late", 20.0, calls), _Recorder("early", 5.0, calls),
+                                _Recorder("tie_a", 10.0, calls), _Recorder("tie_b", 10.0, calls)])
+    assert calls == ["early", "tie_a", "tie_b", "late"]
+    r = anytime_solve(p, 20, node_limit=200)
+    assert "decomposed" not in [x.source for x in r.report]  # not in the default set
+    r = anytime_solve(p, 5, formulations=["decomposed"], node_limit=100)
+    assert [x.source for x in r.report if x.kind == "formulation"] == ["decomposed"]
+    assert np.isfinite(r.objective)
