@@ -65,9 +65,21 @@ class LNSFormulation(Formulation):
         limit = float(time_limit) if time_limit is not None else 60.0
         if stop is not None and stop.is_set():
             limit = 0.0
+        best = {"obj": start_obj, "reports": 0}
+
+        def progress(plan):  # report improvements while searching (each checked by the simulator)
+            sim = simulate(problem, plan)
+            if sim.valid and sim.total_time < best["obj"] - 1e-12 * max(1.0, sim.total_time):
+                best["obj"] = sim.total_time
+                best["reports"] += 1
+                if on_incumbent is not None:
+                    on_incumbent(plan, self.name)
+
         plan = LocalSearch().improve(problem, incumbent, time_limit=limit, seed=seed,
-                                     max_iters=None if node_limit is None else int(node_limit), stop=stop)
+                                     max_iters=None if node_limit is None else int(node_limit), stop=stop,
+                                     on_improve=progress)
         stats["seconds"] = round(time.perf_counter() - t0, 3)
+        stats["reports"] = best["reports"]
         if plan is None:
             return FormulationResult("no_solution", stats=stats)
         sim = simulate(problem, plan)
@@ -77,6 +89,6 @@ class LNSFormulation(Formulation):
                 return FormulationResult("no_solution", stats=stats)
             plan, sim = incumbent, simulate(problem, incumbent)
         stats["improved_by"] = start_obj - sim.total_time if math.isfinite(start_obj) else None
-        if sim.total_time < start_obj - 1e-12 * max(1.0, sim.total_time) and on_incumbent is not None:
+        if sim.total_time < best["obj"] - 1e-12 * max(1.0, sim.total_time) and on_incumbent is not None:
             on_incumbent(plan, self.name)
         return FormulationResult("feasible", plan, sim.total_time, float("-inf"), stats)

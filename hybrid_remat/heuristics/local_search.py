@@ -69,11 +69,12 @@ class LocalSearch(Heuristic):
         return self.improve(problem, None, time_limit=self.time_limit, seed=seed)
 
     def improve(self, problem, plan=None, *, time_limit: float | None = None, seed: int = 0,
-                max_iters: int | None = -1, stop=None):
+                max_iters: int | None = -1, stop=None, on_improve=None, report_every: float = 1.0):
         """Return a plan at most as costly as ``plan`` (``plan`` itself when
         nothing better was found; ``None`` only if ``plan`` is ``None`` and no
         feasible plan was found).  ``stop`` (a ``threading.Event``) ends the
-        improvement loop early."""
+        improvement loop early; ``on_improve(plan)`` receives the best plan
+        so far when it improved, at most every ``report_every`` seconds."""
         deadline = time.perf_counter() + (self.time_limit if time_limit is None else float(time_limit))
         if max_iters == -1:
             max_iters = self.max_iters
@@ -123,9 +124,23 @@ class LocalSearch(Heuristic):
                 break
             consider(split_continuation(a, n_steps=n_steps, seed=seed, pick=pick))
         it = 0
+        reported = {"cost": min(best_cost, base_cost), "at": time.perf_counter()}
+
+        def report():
+            if on_improve is None or best_seq is None or best_cost >= reported["cost"] - 1e-12:
+                return
+            if time.perf_counter() - reported["at"] < report_every:
+                return
+            out = finish(problem, a, best_seq, self.name, seed=seed, iterations=it)
+            reported["at"] = time.perf_counter()
+            if out is not None:
+                reported["cost"] = best_cost
+                on_improve(out)
+
         while time.perf_counter() < deadline and (max_iters is None or it < max_iters) and \
                 not (stop is not None and stop.is_set()):
             it += 1
+            report()
             if best_seq is not None and it % 5:
                 # ruin and recreate: drop some recomputations, repair by splitting;
                 # equal-cost moves are accepted to walk plateaus
