@@ -71,7 +71,7 @@ from ..plan import Plan, plan_from_rs, rs_from_plan
 from ..simulate import simulate
 
 __all__ = [
-    "stage_starts", "MemoryScale", "solve_r_opt", "estimate_size", "CheckmateModel",
+    "stage_starts", "staged_rs", "MemoryScale", "solve_r_opt", "estimate_size", "CheckmateModel",
     "build_checkmate_model", "CheckmateFormulation", "BuildTimeout",
 ]
 
@@ -198,6 +198,37 @@ def solve_r_opt(graph, S, starts) -> np.ndarray:
 
 def _sinks(graph) -> np.ndarray:
     return np.diff(graph.succ_ptr) == 0
+
+
+def staged_rs(graph, plan: Plan, starts) -> tuple[np.ndarray, np.ndarray]:
+    """Block-staged ``R``/``S`` of a plan (``T x n`` bool) for stage ``starts``,
+    cleaned of sinks' useless entries.
+
+    Raises
+    ------
+    PlanError
+        The plan has no staged form (not frontier-ordered, copies, ...).
+    """
+    try:
+        Rc, Sc = rs_from_plan(graph, plan)
+    except IndexError:  # core rs_from_plan: a compute after the last node's first compute
+        raise PlanError("the plan computes nodes after the last node's first computation") from None
+    st = np.asarray(starts)
+    T = len(st) - 1
+    R = np.zeros((T, graph.n), dtype=bool)
+    S = np.zeros((T, graph.n), dtype=bool)
+    for s in range(T):
+        lo, hi = st[s], st[s + 1]
+        R[s] = Rc[lo:hi].any(axis=0)
+        S[s] = Sc[lo]
+    sink = _sinks(graph)
+    S[:, sink] = False
+    for s in range(T):
+        lo, hi = st[s], st[s + 1]
+        rec_sink = sink.copy()
+        rec_sink[lo:hi] = False
+        R[s, rec_sink] = False
+    return R, S
 
 
 def estimate_size(graph, starts, recompute_cap: int | None = None) -> dict:
@@ -555,34 +586,8 @@ class CheckmateModel:
 
     # --------------------------------------------------------------- encoding
     def stage_rs(self, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
-        """Block-staged ``R``/``S`` of a plan (``T x n`` bool), cleaned of
-        sinks' useless entries.
-
-        Raises
-        ------
-        PlanError
-            The plan has no staged form (not frontier-ordered, copies, ...).
-        """
-        try:
-            Rc, Sc = rs_from_plan(self.graph, plan)
-        except IndexError:  # core rs_from_plan: a compute after the last node's first compute
-            raise PlanError("the plan computes nodes after the last node's first computation") from None
-        st = self.starts
-        T = self.T
-        R = np.zeros((T, self.graph.n), dtype=bool)
-        S = np.zeros((T, self.graph.n), dtype=bool)
-        for s in range(T):
-            lo, hi = st[s], st[s + 1]
-            R[s] = Rc[lo:hi].any(axis=0)
-            S[s] = Sc[lo]
-        sink = _sinks(self.graph)
-        S[:, sink] = False
-        for s in range(T):
-            lo, hi = st[s], st[s + 1]
-            rec_sink = sink.copy()
-            rec_sink[lo:hi] = False
-            R[s, rec_sink] = False
-        return R, S
+        """Block-staged ``R``/``S`` of a plan for this model's stages (:func:`staged_rs`)."""
+        return staged_rs(self.graph, plan, self.starts)
 
     def values_from_rs(self, R, S) -> tuple[dict | None, str]:
         """Every variable's value for staged ``R``/``S``, derived as the model

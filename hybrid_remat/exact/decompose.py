@@ -172,7 +172,7 @@ def solve_window(problem, plan, free_nodes, *, deadline=None, node_limit=None, s
     >>> simulate(p, better).total_time < simulate(p, start).total_time
     True
     """
-    from .checkmate import DEFAULT_PARAMS, BuildTimeout, CheckmateModel, apply_params
+    from .checkmate import DEFAULT_PARAMS, BuildTimeout, CheckmateModel, apply_params, staged_rs
 
     t0 = time.perf_counter()
     stats: dict = {"free": int(len(free_nodes))}
@@ -184,10 +184,8 @@ def solve_window(problem, plan, free_nodes, *, deadline=None, node_limit=None, s
     free[np.asarray(free_nodes, dtype=np.int64)] = True
     cm = None
     try:
-        probe = CheckmateModel.__new__(CheckmateModel)  # stage_rs needs only graph and starts
-        probe.graph, probe.starts, probe.T = problem.graph, np.arange(n + 1, dtype=np.int64), n
         try:
-            R0, S0 = probe.stage_rs(plan)
+            R0, S0 = staged_rs(problem.graph, plan, np.arange(n + 1, dtype=np.int64))
         except PlanError as e:
             stats["skipped"] = f"incumbent has no staged form: {e}"
             return plan, stats
