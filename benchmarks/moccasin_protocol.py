@@ -67,6 +67,12 @@ def _fmt(x, nd=3):
     return f"{x:.{nd}f}"
 
 
+def _t_proved(history, objective):
+    """First time at which the final plan's value and a bound reaching it were both known."""
+    return next((h[0] for h in history if math.isfinite(h[1]) and h[1] <= objective * (1 + 1e-9)
+                 and h[2] >= objective * (1 - 1e-9)), None)
+
+
 def run_instance(iid, fname, frac, limit, seed):
     g = load_graph(SHARED / f"{fname}.json")
     peak = keep_all_peak(g)
@@ -106,8 +112,7 @@ def run_instance(iid, fname, frac, limit, seed):
             total_time=sim.total_time, lower_bound=res.lower_bound,
             lower_bound_tdi=(res.lower_bound - base) / base * 100, gap=res.gap, bound_scope=res.bound_scope,
             t_first=t_first, t_best=t_best, t_reach_target=t_ref,
-            t_proved=next((h[0] for h in res.history if res.status == "optimal" and math.isfinite(h[1])
-                           and h[2] >= res.objective * (1 - 1e-9)), None),
+            t_proved=_t_proved(res.history, res.objective) if res.status == "optimal" else None,
             meets_target=(target is None) or sim.tdi_pct <= target + 1e-9,
         )
     else:
