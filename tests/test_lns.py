@@ -11,6 +11,7 @@ from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.generators import random_layered
 from hybrid_remat.heuristics.dtr import DTR
 from hybrid_remat.heuristics.lns import LNSFormulation
+from hybrid_remat.heuristics.local_search import LocalSearch
 from hybrid_remat.interfaces import Formulation, FormulationResult
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
@@ -41,7 +42,9 @@ def test_lns_honours_a_set_stop_event_and_works_without_incumbent():
     stop = threading.Event()
     stop.set()
     r = LNSFormulation().solve(p, incumbent=None, node_limit=1000, stop=stop)
-    assert r.plan is None or simulate(p, r.plan).valid
+    # a set stop event: the first deterministic start only, no move (the plan of a zero time and move budget)
+    no_moves = LocalSearch().improve(p, None, time_limit=0.0, max_iters=0)
+    assert r.plan == no_moves and simulate(p, r.plan).valid
     r = LNSFormulation().solve(p, incumbent=None, node_limit=5)
     assert r.status == "feasible" and simulate(p, r.plan).valid
 
