@@ -21,7 +21,7 @@ import numpy as np
 from .errors import GraphError
 from .graph import Graph
 
-__all__ = ["chain", "random_layered", "training_graph", "random_dag"]
+__all__ = ["chain", "random_layered", "training_graph", "random_dag", "repeat_layers"]
 
 
 def chain(n: int, *, bytes: int | Sequence[int] = 1, cost: float | Sequence[float] = 1.0, name: str | None = None) -> Graph:
@@ -199,3 +199,169 @@ def training_graph(
         b, sorted(edges), {"cost": c}, name=name or forward.graph.get("name", "training_graph"),
         names=names, phase=phase, required=[bwd(i) for i in range(L)],
     )
+
+
+def _period(ops: Sequence[str], copies: int) -> tuple[int, int] | None:
+    """The shortest period ``P`` (and its first start ``s``) such that
+    ``ops[s : s + copies * P]`` is ``copies`` repetitions of one block."""
+    n = len(ops)
+    for P in range(2, n // copies + 1):
+        for s in range(0, n - copies * P + 1):
+            block = ops[s:s + P]
+            if all(ops[s + k * P:s + (k + 1) * P] == block for k in range(1, copies)):
+                return P, s
+    return None
+
+
+def repeat_layers(graph: Graph, n_layers: int, *, layers: int | None = None, name: str | None = None) -> Graph:
+    """A deeper version of a layered training graph: its repeated block
+    (a transformer layer, forward and backward) copied ``n_layers`` times.
+
+    The forward phase must be ``prologue, layers x block, epilogue`` and the
+    backward phase the same with its own block, recognised by the node op
+    names (``graph.meta["op"]``, else the node names).  Each copy gets the
+    median of the measured costs (and the sizes) of the original layers at
+    that position, so every copy is identical; the prologue and epilogue keep
+    their own figures.  An edge between layers ``i`` and ``i + k`` of the
+    original is repeated for every pair of copies ``k`` apart; an edge
+    between a layer and the prologue or epilogue is repeated for every copy
+    when every original layer has it, else it is kept for the first or last
+    copy as in the original.
+
+    Parameters
+    ----------
+    graph : Graph
+        A training graph with ``layers`` repeated blocks in each phase
+        (e.g. ``datasets/llama_8l_b4_s512``).
+    n_layers : int
+        Copies of the block in the result (>= 1).
+    layers : int, optional
+        How many blocks ``graph`` has; default: ``graph.meta["meta"]["layers"]``
+        or 8.
+
+    Raises
+    ------
+    GraphError
+        No repeated block found, or an edge that fits none of the patterns.
+
+    Examples
+    --------
+    >>> from hybrid_remat.loaders import load_graph
+    >>> g = load_graph("datasets/llama_8l_b4_s512.json.gz")    # doctest: +SKIP
+    >>> repeat_layers(g, 32).n                                 # doctest: +SKIP
+    4145
+    """
+    if n_layers < 1:
+        raise GraphError("n_layers must be at least 1")
+    L = int(layers or (graph.meta.get("meta") or {}).get("layers", 8))
+    ops = list(graph.meta.get("op") or [s.split(":", 1)[-1] for s in graph.names])
+    n = graph.n
+    fwd = np.flatnonzero(graph.phase == 0)
+    bwd = np.flatnonzero(graph.phase != 0)
+    if fwd.size == 0 or bwd.size == 0 or fwd[-1] >= bwd[0]:
+        raise GraphError(f"graph {graph.name!r} is not forward nodes followed by backward nodes")
+    # where each node sits: segment (0 pro-f, 1 layer-f, 2 epi-f, 3 pro-b, 4 layer-b, 5 epi-b), layer, offset
+    seg = np.empty(n, np.int64)
+    lay = np.full(n, -1, np.int64)
+    off = np.empty(n, np.int64)
+    sizes = []
+    for phase_idx, idx in enumerate((fwd, bwd)):
+        found = _period([ops[i] for i in idx], L)
+        if found is None:
+            raise GraphError(f"graph {graph.name!r}: no block repeated {L} times in its "
+                             f"{('forward', 'backward')[phase_idx]} phase")
+        P, s = found
+        base = 3 * phase_idx
+        for j, v in enumerate(idx):
+            if j < s:
+                seg[v], off[v] = base, j
+            elif j < s + L * P:
+                k, o = divmod(j - s, P)
+                # backward blocks run last layer first: number them by the layer they differentiate
+                seg[v], lay[v], off[v] = base + 1, (k if phase_idx == 0 else L - 1 - k), o
+            else:
+                seg[v], off[v] = base + 2, j - s - L * P
+        sizes.append((s, P, len(idx) - s - L * P))
+    (sf, Pf, ef), (sb, Pb, eb) = sizes
+    # new numbering
+    starts = {}
+    pos = 0
+    for sg, count in ((0, sf), (1, Pf * n_layers), (2, ef), (3, sb), (4, Pb * n_layers), (5, eb)):
+        starts[sg] = pos
+        pos += count
+    N = pos
+
+    def new_id(sg: int, layer: int, o: int) -> int:
+        if sg == 1:
+            return starts[1] + layer * Pf + o
+        if sg == 4:  # backward copies: layer n_layers-1 first
+            return starts[4] + (n_layers - 1 - layer) * Pb + o
+        return starts[sg] + o
+
+    # node figures: pro/epi as they are; block positions take the median over the original layers
+    kinds = graph.cost_kinds
+    costs = {k: np.empty(N) for k in kinds}
+    nbytes = np.empty(N, np.int64)
+    phase = np.empty(N, np.int8)
+    opn = [""] * N
+    flops = np.empty(N)
+    req = np.zeros(N, bool)
+    groups: dict = {}
+    for v in range(n):
+        if lay[v] >= 0:
+            groups.setdefault((int(seg[v]), int(off[v])), []).append(v)
+        else:
+            w = new_id(int(seg[v]), 0, int(off[v]))
+            for k in kinds:
+                costs[k][w] = graph.costs[k][v]
+            nbytes[w], phase[w], opn[w], flops[w], req[w] = graph.bytes[v], graph.phase[v], ops[v], graph.flops[v], \
+                graph.required[v]
+    for (sg, o), vs in groups.items():
+        vs = np.asarray(vs)
+        for layer in range(n_layers):
+            w = new_id(sg, layer, o)
+            for k in kinds:
+                costs[k][w] = float(np.median(graph.costs[k][vs]))
+            nbytes[w] = int(np.median(graph.bytes[vs]))
+            phase[w], opn[w] = graph.phase[vs[0]], ops[vs[0]]
+            flops[w] = float(np.median(graph.flops[vs]))
+            req[w] = bool(graph.required[vs].any())
+    # edges
+    src, dst = graph.edge_arrays() if hasattr(graph, "edge_arrays") else _edges_of(graph)
+    edges = set()
+    layer_edges: dict = {}
+    for u, v in zip(src.tolist(), dst.tolist()):
+        lu, lv = int(lay[u]), int(lay[v])
+        if lu < 0 and lv < 0:
+            edges.add((new_id(int(seg[u]), 0, int(off[u])), new_id(int(seg[v]), 0, int(off[v]))))
+        elif lu >= 0 and lv >= 0:
+            d = lv - lu
+            for layer in range(max(0, -d), min(n_layers, n_layers - d)):
+                edges.add((new_id(int(seg[u]), layer, int(off[u])), new_id(int(seg[v]), layer + d, int(off[v]))))
+        else:
+            key = (int(seg[u]), -1 if lu >= 0 else int(off[u]), int(seg[v]), -1 if lv >= 0 else int(off[v]),
+                   int(off[u]) if lu >= 0 else int(off[v]))
+            layer_edges.setdefault(key, set()).add(lu if lu >= 0 else lv)
+    for (su, ou, sv, ov, lo), have in layer_edges.items():
+        if len(have) == L:
+            targets = range(n_layers)
+        else:
+            targets = sorted({0 if x == 0 else (n_layers - 1 if x == L - 1 else min(x, n_layers - 1)) for x in have})
+        for layer in targets:
+            u = new_id(su, layer, lo) if ou < 0 else new_id(su, 0, ou)
+            v = new_id(sv, layer, lo) if ov < 0 else new_id(sv, 0, ov)
+            if u >= v:
+                raise GraphError(f"graph {graph.name!r}: an edge between a layer and the prologue/epilogue "
+                                 "does not fit the repeated pattern")
+            edges.add((u, v))
+    meta = {k: graph.meta[k] for k in ("transfer", "devices", "format") if k in graph.meta}
+    meta["op"] = opn
+    meta["meta"] = {**(graph.meta.get("meta") or {}), "layers": n_layers, "repeated_from": graph.name}
+    return Graph.from_arrays(nbytes, sorted(edges), costs, name=name or f"{graph.name}_x{n_layers}",
+                             names=[f"{i}:{o}" for i, o in enumerate(opn)], phase=phase, flops=flops,
+                             required=np.flatnonzero(req), meta=meta)
+
+
+def _edges_of(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    src = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.succ_ptr))
+    return src, graph.succ_idx.copy()
