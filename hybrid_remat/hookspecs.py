@@ -1,7 +1,8 @@
 """The plugin contract of hybrid_remat (pluggy hook specifications).
 
-Every built-in heuristic, formulation, cost model and graph loader registers
-through these four hooks, exactly as a third-party plugin does.
+Every built-in heuristic, bound, improver, formulation, cost model and graph
+loader registers through these six hooks (one per kind), exactly as a
+third-party plugin does.
 
 Writing a plugin
 ----------------
@@ -134,6 +135,65 @@ def hybrid_remat_register_heuristics() -> list:
     >>> @hookimpl
     ... def hybrid_remat_register_heuristics():
     ...     return [ReferenceOrder()]
+    """
+
+
+@hookspec
+def hybrid_remat_register_bounds() -> list:
+    """Return bound sources (:class:`~hybrid_remat.interfaces.Bound`).
+
+    Receives nothing; collecting.
+
+    A bound has ``bound(problem, *, limits=None) -> BoundResult(value,
+    scope, stats)``: a lower bound on the problem's objective
+    (``problem.objective``; declare ``"makespan"`` among the capabilities
+    for a makespan bound) that holds for every plan in ``scope``
+    (:data:`~hybrid_remat.interfaces.ALL_PLANS`, or the name of a
+    restricted class).  It returns within ``limits`` (a weaker bound is
+    fine; ``-inf`` says "nothing").  A plan that reaches an all-plans bound
+    is optimal: ``anytime_solve`` then stops.
+    :func:`hybrid_remat.testing.check_bound` checks a bound against brute
+    force on tiny graphs.
+
+    Example
+    -------
+    >>> from hybrid_remat.interfaces import Bound, BoundResult
+    >>> class EveryNodeOnce(Bound):
+    ...     name, version = "every_node_once", "1"
+    ...     def bound(self, problem, *, limits=None):
+    ...         return BoundResult(float(problem.graph.cost(problem.primary.kind).sum()))
+    >>> @hookimpl
+    ... def hybrid_remat_register_bounds():
+    ...     return [EveryNodeOnce()]
+    """
+
+
+@hookspec
+def hybrid_remat_register_improvers() -> list:
+    """Return improvers (:class:`~hybrid_remat.interfaces.Improver`).
+
+    Receives nothing; collecting.
+
+    An improver has ``improve(problem, plan, *, seed=0, limits=None,
+    on_incumbent=None, shared=None) -> Plan | None``: starting from a valid
+    plan, it searches for better ones, reports each with
+    ``on_incumbent(plan, source)`` as it finds it and returns its best
+    within ``limits``.  ``anytime_solve`` runs improvers on the incumbent
+    (local search, ruin-and-recreate, HEFT insertion); with
+    ``"shares_incumbent"`` it also passes ``shared``, whose
+    ``incumbent()`` is the portfolio's best plan so far (found by any
+    worker).
+
+    Example
+    -------
+    >>> from hybrid_remat.interfaces import Improver
+    >>> class NoOp(Improver):
+    ...     name, version = "noop", "1"
+    ...     def improve(self, problem, plan, *, seed=0, limits=None, on_incumbent=None, shared=None):
+    ...         return plan
+    >>> @hookimpl
+    ... def hybrid_remat_register_improvers():
+    ...     return [NoOp()]
     """
 
 

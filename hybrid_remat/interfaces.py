@@ -1,18 +1,32 @@
-"""Base classes of what plugins register: heuristics, formulations, cost
-models and loaders.
+"""Base classes of what plugins register: heuristics, bounds, improvers,
+formulations, cost models and loaders.
 
 They are conveniences (duck typing is enough): each declares ``name``,
 ``version`` and ``capabilities`` as class attributes, in the manner of
 cvxpy's solver interfaces, and the one method the library calls.
 
+Every component that searches takes a :class:`~hybrid_remat.limits.Limits`
+(``limits=``): a deadline, an optional deterministic work budget and a stop
+flag, and returns within it with the best it has.
+
 Capabilities
 ------------
-``"dag"``            accepts arbitrary DAGs (otherwise chains only)
-``"chain"``          accepts chains
-``"single_device"``  accepts one-device problems
-``"multi_device"``   accepts problems with several devices
-``"needs_budget"``   only meaningful under a memory budget
-``"exact"``          (formulations) proves bounds / optimality
+:data:`CAPABILITIES` is the one vocabulary; :func:`accepts` reads all of it.
+
+``"chain"``            accepts chains
+``"dag"``              accepts arbitrary DAGs (otherwise chains only)
+``"single_device"``    accepts one-device problems
+``"multi_device"``     accepts problems with several devices
+``"serial"``           optimises serial time (the default when neither objective is named)
+``"makespan"``         optimises makespan (devices and copies overlap)
+``"needs_budget"``     only useful when the budget is below the keep-all peak
+``"exact"``            proves bounds (formulations)
+``"scoped_bound"``     its bounds hold for a restricted plan class named by ``bound_scope``
+``"honours_limits"``   returns within the ``Limits`` it is given (otherwise it runs
+                       only where the portfolio can stop it: a worker process)
+``"deterministic"``    same seed and work budget: same result
+``"shares_incumbent"`` takes ``shared=`` and reads the portfolio's incumbent while it runs
+``"bound_only"``       (legacy) a heuristic that only reports a bound; register a Bound instead
 """
 
 from __future__ import annotations
@@ -24,9 +38,37 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = [
-    "Heuristic", "Formulation", "FormulationResult", "CostModel", "Loader",
-    "accepts", "is_chain",
+    "Heuristic", "Bound", "BoundResult", "Improver", "Formulation", "FormulationResult", "CostModel", "Loader",
+    "accepts", "is_chain", "CAPABILITIES", "ALL_PLANS", "objectives_of",
 ]
+
+#: the capability vocabulary (name -> meaning); :func:`accepts` reads every entry
+CAPABILITIES = {
+    "chain": "accepts chains",
+    "dag": "accepts arbitrary DAGs",
+    "single_device": "accepts one-device problems",
+    "multi_device": "accepts problems with several devices",
+    "serial": "optimises serial time",
+    "makespan": "optimises makespan",
+    "needs_budget": "only useful when the budget is below the keep-all peak",
+    "exact": "proves bounds",
+    "scoped_bound": "its bounds hold for a restricted plan class (bound_scope)",
+    "honours_limits": "returns within the Limits it is given",
+    "deterministic": "same seed and work budget: same result",
+    "shares_incumbent": "reads the portfolio's incumbent while it runs (shared=)",
+    "bound_only": "legacy: a heuristic that only reports a bound",
+}
+
+#: the scope of a bound that holds for every plan of the problem
+ALL_PLANS = "all plans"
+
+
+def objectives_of(obj) -> frozenset:
+    """The objectives an object optimises: those of ``serial``/``makespan``
+    it declares, or ``{"serial"}`` when it names neither."""
+    caps = set(getattr(obj, "capabilities", ()))
+    named = caps & {"serial", "makespan"}
+    return frozenset(named or {"serial"})
 
 
 def is_chain(graph) -> bool:
@@ -39,13 +81,26 @@ def is_chain(graph) -> bool:
 
 
 def accepts(obj, problem) -> tuple[bool, str]:
-    """Whether ``obj``'s declared capabilities admit ``problem``; with a reason."""
+    """Whether ``obj``'s declared capabilities admit ``problem``; with a reason.
+
+    Reads the devices (``single_device``/``multi_device``), the graph shape
+    (``dag``/``chain``) and the object's own ``applicable(problem)``.  The
+    rest of the vocabulary says *how* the portfolio runs an object, not
+    whether it may: the objectives (:func:`objectives_of`) decide whether its
+    bounds count and in what order it runs, ``needs_budget`` skips it when
+    keep-all fits, ``honours_limits`` whether it may run in-process,
+    ``exact``/``scoped_bound`` how its bounds are reported,
+    ``shares_incumbent`` whether it gets ``shared=``
+    (:mod:`hybrid_remat.portfolio`).
+    """
     caps = set(getattr(obj, "capabilities", ()))
     if problem.n_devices > 1 and "multi_device" not in caps:
         return False, "single-device only"
     if problem.n_devices == 1 and "single_device" not in caps:
         return False, "multi-device only"
     if "dag" not in caps and not is_chain(problem.graph):
+        if "chain" not in caps:
+            return False, "declares neither 'chain' nor 'dag'"
         return False, "chains only"
     applicable = getattr(obj, "applicable", None)
     if callable(applicable):  # an object's own finer test (e.g. a size range), with its reason
@@ -72,14 +127,70 @@ class Heuristic:
     capabilities: frozenset = frozenset({"dag", "chain", "single_device", "needs_budget"})
     rank: float = 10.0
 
-    def run(self, problem, *, seed: int = 0):
+    def run(self, problem, *, seed: int = 0, limits=None):
         """Return a :class:`~hybrid_remat.plan.Plan` for ``problem`` or
         ``None`` when no feasible plan was found.  The caller simulates the
-        plan; a plan over budget is discarded."""
+        plan; a plan over budget is discarded.  ``limits``
+        (:class:`~hybrid_remat.limits.Limits`) bounds the time and work; a
+        heuristic that declares ``"honours_limits"`` returns within it."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"<heuristic {self.name}@{self.version}>"
+
+
+@dataclass
+class BoundResult:
+    """What a bound's ``bound`` returns: a lower bound on the objective,
+    the plans it covers (``scope``: :data:`ALL_PLANS` or the name of a
+    restricted class) and free-form figures."""
+
+    value: float
+    scope: str = ALL_PLANS
+    stats: dict = field(default_factory=dict)
+
+
+class Bound:
+    """A source of lower bounds.  Subclass and implement :meth:`bound`.
+
+    ``bound(problem, *, limits=None) -> BoundResult``: a value no plan in
+    ``scope`` can beat.  A bound over :data:`ALL_PLANS` that a plan reaches
+    proves it optimal, and ``anytime_solve`` stops there.
+    """
+
+    name: str = "bound"
+    version: str = "0"
+    capabilities: frozenset = frozenset({"dag", "chain", "single_device", "honours_limits", "deterministic"})
+    rank: float = 10.0
+
+    def bound(self, problem, *, limits=None) -> BoundResult:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<bound {self.name}@{self.version}>"
+
+
+class Improver:
+    """Makes a valid plan better.  Subclass and implement :meth:`improve`.
+
+    ``improve(problem, plan, *, seed=0, limits=None, on_incumbent=None,
+    shared=None) -> Plan | None``: the best plan it found from ``plan`` (may be
+    ``plan`` itself; ``None``: nothing better).  It calls
+    ``on_incumbent(plan, source)`` with each improvement as it goes (so a
+    stopped improver loses nothing) and returns within ``limits``.
+    """
+
+    name: str = "improver"
+    version: str = "0"
+    capabilities: frozenset = frozenset({"dag", "chain", "single_device", "honours_limits"})
+    rank: float = 10.0
+
+    def improve(self, problem, plan, *, seed: int = 0, limits=None, on_incumbent: Callable | None = None,
+                shared=None):
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<improver {self.name}@{self.version}>"
 
 
 @dataclass
@@ -111,6 +222,7 @@ class Formulation:
     version: str = "0"
     capabilities: frozenset = frozenset({"dag", "chain", "single_device", "exact"})
     rank: float = 10.0
+    bound_scope: str = ALL_PLANS
 
     def solve(
         self,
@@ -124,8 +236,32 @@ class Formulation:
         on_incumbent: Callable | None = None,
         on_bound: Callable | None = None,
         stop: threading.Event | None = None,
+        limits=None,
     ) -> FormulationResult:
+        """Solve within ``limits`` (or the older ``time_limit``/``node_limit``/
+        ``stop``; :meth:`limits_of` merges them).  ``on_bound(value)``
+        reports bounds of scope ``bound_scope`` (:data:`ALL_PLANS` unless the
+        formulation declares ``"scoped_bound"`` and names its class)."""
         raise NotImplementedError
+
+    @staticmethod
+    def limits_of(limits=None, *, time_limit=None, node_limit=None, stop=None):
+        """One :class:`~hybrid_remat.limits.Limits` from ``limits`` and the
+        older keyword arguments (the tighter of each)."""
+        from .limits import Limits
+
+        lim = limits if limits is not None else Limits()
+        if time_limit is not None:
+            lim = lim.share(float(time_limit))
+        if node_limit is not None and (lim.nodes is None or node_limit < lim.nodes):
+            from dataclasses import replace
+
+            lim = replace(lim, nodes=int(node_limit))
+        if stop is not None and lim.stop is None:
+            from dataclasses import replace
+
+            lim = replace(lim, stop=stop)
+        return lim
 
     def __repr__(self) -> str:
         return f"<formulation {self.name}@{self.version}>"

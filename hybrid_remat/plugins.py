@@ -38,7 +38,7 @@ from .errors import PluginError
 
 __all__ = [
     "DEFAULT_PLUGINS", "ENTRY_POINT_GROUP", "PluginWarning", "get_plugin_manager", "reset",
-    "register", "unregister", "heuristics", "formulations", "cost_models", "loaders",
+    "register", "unregister", "heuristics", "bounds", "improvers", "formulations", "cost_models", "loaders",
     "registered", "Registered", "identity", "problems", "register_path", "DISABLE_ENV", "BLOCK_ENV",
 ]
 
@@ -55,6 +55,8 @@ DEFAULT_PLUGINS = (
 
 _KINDS = {
     "heuristics": ("hybrid_remat_register_heuristics", ("run",)),
+    "bounds": ("hybrid_remat_register_bounds", ("bound",)),
+    "improvers": ("hybrid_remat_register_improvers", ("improve",)),
     "formulations": ("hybrid_remat_register_formulations", ("solve",)),
     "cost_models": ("hybrid_remat_register_cost_models", ("estimate",)),
     "loaders": ("hybrid_remat_register_loaders", ("sniff", "load")),
@@ -303,6 +305,16 @@ def _collect() -> dict[str, dict[str, Registered]]:
 def heuristics() -> dict[str, Any]:
     """Registered heuristics by name."""
     return {k: r.obj for k, r in _collect()["heuristics"].items()}
+
+
+def bounds() -> dict[str, Any]:
+    """Registered bound sources by name."""
+    return {k: r.obj for k, r in _collect()["bounds"].items()}
+
+
+def improvers() -> dict[str, Any]:
+    """Registered improvers by name."""
+    return {k: r.obj for k, r in _collect()["improvers"].items()}
 
 
 def formulations() -> dict[str, Any]:

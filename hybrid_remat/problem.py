@@ -24,6 +24,7 @@ import numpy as np
 from .budgets import format_bytes, keep_all_peak, min_feasible_budget, node_need_bytes, parse_budget
 from .errors import BudgetError
 from .graph import Graph
+from .objective import get_objective
 
 __all__ = ["Device", "Link", "Problem"]
 
@@ -76,6 +77,8 @@ class Problem:
         Missing directions mean no copy is possible between those devices.
     check : bool
         Reject budgets below the smallest feasible one (default).
+    objective : {"serial", "makespan"} or Objective
+        What "best" means (:mod:`hybrid_remat.objective`); default serial time.
 
     Raises
     ------
@@ -84,7 +87,8 @@ class Problem:
         no device can hold some node with its inputs.
     """
 
-    def __init__(self, graph: Graph, devices: Sequence[Device], links: Iterable[Link] = (), *, check: bool = True):
+    def __init__(self, graph: Graph, devices: Sequence[Device], links: Iterable[Link] = (), *, check: bool = True,
+                 objective="serial"):
         if not devices:
             raise BudgetError("a problem needs at least one device")
         names = [d.name for d in devices]
@@ -103,6 +107,7 @@ class Problem:
         self.graph = graph
         self.devices = tuple(devices)
         self.links = tuple(links)
+        self.objective = get_objective(objective)
         for ln in self.links:
             if ln.src not in names or ln.dst not in names:
                 raise BudgetError(f"link {ln.src}->{ln.dst} names an unknown device")
@@ -148,6 +153,13 @@ class Problem:
             devices.append(Device(name, kind, parse_budget(size, graph), can_compute=kind != "storage"))
         return cls(graph, devices, default_links(graph, [d.name for d in devices]))
 
+    def with_objective(self, objective) -> Problem:
+        """The same problem with another objective (``"serial"``, ``"makespan"``)."""
+        obj = get_objective(objective)
+        if obj is self.objective:
+            return self
+        return Problem(self.graph, self.devices, self.links, check=False, objective=obj)
+
     def with_budgets(self, **budgets) -> Problem:
         """A copy with some device budgets replaced (by name)."""
         devs = [
@@ -156,7 +168,7 @@ class Problem:
             else d
             for d in self.devices
         ]
-        return Problem(self.graph, devs, self.links)
+        return Problem(self.graph, devs, self.links, objective=self.objective)
 
     def _check_feasible(self) -> None:
         need = node_need_bytes(self.graph)
