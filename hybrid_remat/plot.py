@@ -18,9 +18,9 @@ Examples
 >>> import hybrid_remat as hr
 >>> g = hr.generators.chain(6, bytes=10)
 >>> p = hr.Problem.single(g, "100%")
->>> fig = hr.plot.timeline(p, hr.keep_all_plan(g, "cost"))  # doctest: +SKIP
->>> fig.axes[0].get_ylabel()  # doctest: +SKIP
-'memory (B)'
+>>> fig = hr.plot.timeline(p, hr.keep_all_plan(g, "cost"))
+>>> fig.axes[0].get_ylabel(), fig.axes[0].get_xlabel()
+('cost memory (B)', 'plan step')
 """
 
 from __future__ import annotations

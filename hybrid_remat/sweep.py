@@ -27,10 +27,13 @@ Examples
 >>> from hybrid_remat.sweep import parse_budgets
 >>> parse_budgets("90%,80%,...,50%")
 ['90%', '80%', '70%', '60%', '50%']
->>> from hybrid_remat.generators import chain
->>> rows = sweep([chain(8, bytes=1)], "60%,40%", solvers=["chen_sqrtn"], jobs=1)
->>> [(r["budget"], r["status"], r["n_recompute"]) for r in (rows.to_dict("records") if hasattr(rows, "to_dict") else rows)]
-[('60%', 'feasible', 3), ('40%', 'feasible', 5)]
+>>> import networkx as nx
+>>> from hybrid_remat.generators import training_graph
+>>> g = training_graph(nx.path_graph(8, create_using=nx.DiGraph), name="mlp8")
+>>> rows = sweep([g], "80%,40%,10%", solvers=["dtr"], jobs=1)
+>>> records = rows.to_dict("records") if hasattr(rows, "to_dict") else rows
+>>> [(r["budget"], r["status"], round(r["tdi_pct"], 2)) for r in records]
+[('80%', 'feasible', 8.33), ('40%', 'feasible', 50.0), ('10%', 'below_min', nan)]
 """
 
 from __future__ import annotations
