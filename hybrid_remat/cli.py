@@ -185,12 +185,14 @@ def cmd_plugins(args) -> int:
 def cmd_plot(args) -> int:
     from .loaders import load_graph
     from .plan import plan_from_json
-    from .plot import problem_for_plan, save, timeline
+    from .plot import FORMATS, problem_for_plan, save, timeline
 
+    if os.path.splitext(args.out)[1].lower() not in FORMATS:
+        raise CLIError(f"{args.out}: cannot tell the figure format; use one of {', '.join(FORMATS)}")
     if os.path.exists(args.out) and not args.force:
         raise CLIError(f"{args.out} exists; pass --force to overwrite it")
-    g = load_graph(args.graph)
     doc = _read_plan_doc(args.plan)
+    g = load_graph(args.graph)
     problem = problem_for_plan(g, doc, budget=args.budget, devices=args.device, objective=args.objective)
     fig = timeline(problem, plan_from_json(doc, g), kind=args.kind, max_points=args.max_points)
     save(fig, args.out, overwrite=args.force)
@@ -200,14 +202,18 @@ def cmd_plot(args) -> int:
 
 def _read_plan_doc(path: str) -> dict:
     from .errors import PlanError
+    from .plan import PLAN_FORMAT
 
     try:
         with open(path) as f:
-            return json.load(f)
+            doc = json.load(f)
     except FileNotFoundError:
         raise PlanError(f"{path}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise PlanError(f"{path}: not a JSON plan ({e}); the order is: plot PLAN GRAPH") from None
+    if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
+        raise PlanError(f"{path} is not a {PLAN_FORMAT} plan; the order is: plot PLAN GRAPH")
+    return doc
 
 
 def cmd_sweep(args) -> int:
