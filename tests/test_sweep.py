@@ -206,3 +206,16 @@ def test_cli_sweep_unknown_solver_is_one_line(tmp_path, capsys, datasets_dir):
                "--out", str(tmp_path / "x.csv")])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "unknown solver 'frobnicate'" in err
+
+
+def test_rich_progress_bar_counts_the_rows():
+    pytest.importorskip("rich")
+    from hybrid_remat._sweep_run import _Rich
+
+    row = {"graph": "g", "budget": "50%", "solver": "dtr", "status": "feasible", "tdi_pct": 1.5, "gap": 0.1,
+           "wall_s": 0.2}
+    bar = _Rich(3)
+    with bar:
+        bar.advance(row)
+        bar.advance(dict(row, status="below_min", tdi_pct=float("nan"), gap=float("nan"), wall_s=None))
+    assert bar.count == 2 and bar.progress.tasks[0].completed == 2 and bar.progress.tasks[0].total == 3
