@@ -22,6 +22,17 @@ Solvers (``solvers=``, CLI ``--solver``):
 A :class:`Solver` object gives full control (heuristic objects must pickle
 for the process pool and Ray).
 
+Where the solves run: ``jobs=1`` in this process; else a ``spawn`` process
+pool (workers ignore Ctrl-C; the parent terminates them).  With ``ray=True``
+a local Ray runtime of ``jobs`` CPUs is started (its workers import this
+process's ``hybrid_remat``) and shut down afterwards; with an address the
+cluster's nodes need ``hybrid_remat`` installed.  Each solve is one Ray task
+(``num_cpus=1``); graphs travel once each through the object store, so their
+paths need not exist on the nodes.  Solves run side by side share the
+machine: time-limited results depend on the load, results under node limits
+or of deterministic heuristics do not (tests/test_sweep.py checks that this
+process, the pool and Ray give the same rows).
+
 Examples
 --------
 >>> from hybrid_remat.sweep import parse_budgets
