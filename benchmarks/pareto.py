@@ -10,6 +10,7 @@ Usage (from the repository root)::
 
     python -m benchmarks.pareto                       # 11 graphs x 7 budgets x 5 s, 2 jobs: about 4 minutes
     python -m benchmarks.pareto --only resnet18_b64 --budgets 90%,50% --time-limit 2 --out /tmp/p   # reduced
+    python -m benchmarks.pareto --replot              # redraw the figure from the CSV
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pathlib
 import time
 
 from benchmarks._common import RESULTS, command, profiled_graphs, stem, write_results
+from hybrid_remat.plot import pareto
 from hybrid_remat.sweep import read_csv, sweep
 
 
@@ -30,7 +32,11 @@ def main(argv=None) -> int:
     ap.add_argument("--ray", nargs="?", const=True, help="run on Ray (a local runtime, or the cluster ADDRESS)")
     ap.add_argument("--only", default="", help="comma-separated graph names")
     ap.add_argument("--out", default=str(RESULTS / "pareto_profiled"), help="path prefix of the outputs")
+    ap.add_argument("--replot", action="store_true", help="no solving: redraw the figure from the CSV")
     args = ap.parse_args(argv)
+    if args.replot:
+        pareto(read_csv(f"{args.out}.csv"), f"{args.out}.png", overwrite=True)
+        return 0
     files = [f for f in profiled_graphs() if not args.only or stem(f) in args.only.split(",")]
     out = pathlib.Path(args.out)
     t0 = time.perf_counter()

@@ -255,16 +255,16 @@ def solve_task(task: SweepTask, graph=None) -> tuple[dict, dict | None, dict | N
         graph = graph if graph is not None else (task.source if not isinstance(task.source, (str, os.PathLike))
                                                  else _load(os.fspath(task.source)))
         row["n"] = graph.n
-        from .budgets import keep_all_peak
+        from .budgets import keep_all_peak, parse_budget
 
         peak = keep_all_peak(graph)
+        b = parse_budget(task.budget, graph)  # an unreadable budget is an error, not "below_min"
+        row.update(budget_bytes=b, budget_pct=100.0 * b / peak if peak else float("nan"))
         try:
             problem = _problem(graph, task)
         except BudgetError as e:
             row.update(status="below_min", error=" ".join(str(e).split()))
             return row, None, None
-        b = int(problem.budgets[0])
-        row.update(budget_bytes=b, budget_pct=100.0 * b / peak if peak else float("nan"))
         events: list = []
         t0 = time.perf_counter()
         result = anytime_solve(problem, task.time_limit,

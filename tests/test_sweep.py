@@ -62,6 +62,7 @@ def test_csv_figures_equal_the_resimulated_plans(tmp_path, datasets_dir):
     for row in back:
         if row["status"] == "below_min":  # 20% is under resnet18's smallest feasible budget
             assert row["graph"] == "resnet18_b64" and row["plan"] == "" and math.isnan(row["objective"])
+            assert row["budget_pct"] == pytest.approx(20, abs=1e-6)  # placed on the figure's budget axis
             continue
         assert row["status"] in ("feasible", "optimal")
         g = graphs[row["graph"]]
