@@ -10,28 +10,24 @@ simulator.  Writes ``benchmarks/results/decomposition.{md,json}``.
 
 Usage::
 
-    python benchmarks/decomposition.py              # about 10 minutes
-    python benchmarks/decomposition.py --limit 10 --only RLG2
+    python -m benchmarks.decomposition              # about 10 minutes
+    python -m benchmarks.decomposition --limit 10 --only RLG2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _paths import ROOT, SHARED  # noqa: E402
+from benchmarks._common import MOCCASIN_INSTANCES, command, moccasin_graph, tdi_of, write_results
+from hybrid_remat.anytime import anytime_solve, warmup
+from hybrid_remat.exact.decompose import DecomposedFormulation
+from hybrid_remat.heuristics.splitting import LifetimeSplit
+from hybrid_remat.loaders import load_graph
+from hybrid_remat.problem import Problem
+from hybrid_remat.simulate import simulate
 
-from hybrid_remat.anytime import anytime_solve, warmup  # noqa: E402
-from hybrid_remat.exact.decompose import DecomposedFormulation  # noqa: E402
-from hybrid_remat.heuristics.splitting import LifetimeSplit  # noqa: E402
-from hybrid_remat.loaders import load_graph  # noqa: E402
-from hybrid_remat.problem import Problem  # noqa: E402
-from hybrid_remat.simulate import simulate  # noqa: E402
-
-INSTANCES = [("RLG2", "rlg_n250"), ("RLG3", "rlg_n500"), ("RLG4", "rlg_n1000"), ("CM2", "resnet50_b256_224x224_train")]
+INSTANCES = [(iid, name) for iid, name in MOCCASIN_INSTANCES if iid in ("RLG2", "RLG3", "RLG4", "CM2")]
 
 
 def _tdi(p, plan):
@@ -43,7 +39,7 @@ def _tdi(p, plan):
 
 
 def run(iid, fname, frac, limit):
-    g = load_graph(SHARED / f"{fname}.json")
+    g = load_graph(moccasin_graph(fname))
     p = Problem.single(g, f"{round(frac * 100)}%")
     inc = anytime_solve(p, 10, formulations=[])
     row = {"id": iid, "n": g.n, "fraction": frac, "incumbent_tdi": _tdi(p, inc.plan), "incumbent_source": inc.solver}
@@ -54,7 +50,7 @@ def run(iid, fname, frac, limit):
             "start_tdi": _tdi(p, start), "result_tdi": _tdi(p, fr.plan), "base": st.get("base"),
             "windows": st.get("windows"), "improved_windows": st.get("improved"), "passes": st.get("passes"),
             "segment_size": st.get("segment_size"), "widened_to": st.get("widened_to"),
-            "base_trace_tdi": [(t, (o - p.base_cost) / p.base_cost * 100) for t, o in st.get("base_trace", [])],
+            "base_trace_tdi": [(t, tdi_of(p, o)) for t, o in st.get("base_trace", [])],
         }
     return row
 
@@ -63,7 +59,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=float, default=30.0)
     ap.add_argument("--only", default="")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "decomposition"))
+    ap.add_argument("--out", default="decomposition", help="results name or path prefix")
     args = ap.parse_args(argv)
     warmup()
     ids = set(args.only.split(",")) if args.only else None
@@ -74,9 +70,8 @@ def main(argv=None) -> int:
         for frac in (0.9, 0.8):
             rows.append(run(iid, fname, frac, args.limit))
             print(json.dumps(rows[-1])[:300], flush=True)
-    cmd = "python " + " ".join([os.path.relpath(__file__, ROOT)] + (argv if argv is not None else sys.argv[1:]))
-    with open(args.out + ".json", "w") as f:
-        json.dump({"command": cmd, "limit_s": args.limit, "rows": rows}, f, indent=1)
+    cmd = command(__file__, argv)
+    write_results(args.out, json_doc={"command": cmd, "limit_s": args.limit, "rows": rows})
 
     def f(x):
         return "-" if x is None else f"{x:.3f}"
@@ -100,8 +95,7 @@ def main(argv=None) -> int:
             f"| {r['id']} | {r['fraction']} | {f(r['incumbent_tdi'])} | {f(a['result_tdi'])} | "
             f"{a['windows']} ({a['improved_windows']}) | {f(b['start_tdi'])} | {f(b['result_tdi'])} | "
             f"{b['windows']} ({b['improved_windows']}) |")
-    with open(args.out + ".md", "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+    write_results(args.out, markdown="\n".join(lines) + "\n")
     return 0
 
 

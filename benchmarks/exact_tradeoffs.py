@@ -13,30 +13,25 @@ Writes ``benchmarks/results/exact_tradeoffs.{md,json}``.  Wall time about
 
 Usage::
 
-    python benchmarks/exact_tradeoffs.py [--limit 20] [--quick]
+    python -m benchmarks.exact_tradeoffs [--limit 20] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
-import pathlib
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _paths import ROOT, SHARED  # noqa: E402
-
-from hybrid_remat.anytime import warmup  # noqa: E402
-from hybrid_remat.budgets import keep_all_peak, min_feasible_budget  # noqa: E402
-from hybrid_remat.exact.checkmate import CheckmateFormulation  # noqa: E402
-from hybrid_remat.exact.primal import StagedEvict  # noqa: E402
-from hybrid_remat.generators import random_layered  # noqa: E402
-from hybrid_remat.loaders import load_graph  # noqa: E402
-from hybrid_remat.problem import Problem  # noqa: E402
-from hybrid_remat.simulate import simulate  # noqa: E402
+from benchmarks._common import command, moccasin_graph, tdi_of, write_results
+from hybrid_remat.anytime import warmup
+from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
+from hybrid_remat.exact.checkmate import CheckmateFormulation
+from hybrid_remat.exact.primal import StagedEvict
+from hybrid_remat.generators import random_layered
+from hybrid_remat.loaders import load_graph
+from hybrid_remat.problem import Problem
+from hybrid_remat.simulate import simulate
 
 CONFIGS = [(1, None), (1, 2), (4, None), (4, 2)]
 
@@ -45,13 +40,12 @@ def instances(quick):
     out = []
     g = random_layered(40, seed=3)
     out.append(("rlg40 (generated)", Problem.single(g, int(min_feasible_budget(g) + 0.3 * (keep_all_peak(g) - min_feasible_budget(g))))))
-    if (SHARED / "rlg_n100.json").exists():
-        out.append(("RLG1 @0.9", Problem.single(load_graph(SHARED / "rlg_n100.json"), "90%")))
+    wanted = [("RLG1 @0.9", "rlg_n100", "90%")]
     if not quick:
-        if (SHARED / "fcn_8_vgg_b32_416x608_train.json").exists():
-            out.append(("CM1 @0.8", Problem.single(load_graph(SHARED / "fcn_8_vgg_b32_416x608_train.json"), "80%")))
-        if (SHARED / "vgg16_b256_224x224_train.json").exists():
-            out.append(("vgg16 train @0.9", Problem.single(load_graph(SHARED / "vgg16_b256_224x224_train.json"), "90%")))
+        wanted += [("CM1 @0.8", "fcn_8_vgg_b32_416x608_train", "80%"), ("vgg16 train @0.9", "vgg16_b256_224x224_train", "90%")]
+    for label, name, budget in wanted:
+        if moccasin_graph(name).exists():
+            out.append((label, Problem.single(load_graph(moccasin_graph(name)), budget)))
     return out
 
 
@@ -59,7 +53,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=float, default=20.0)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "exact_tradeoffs"))
+    ap.add_argument("--out", default="exact_tradeoffs", help="results name or path prefix")
     ap.add_argument("--proofs", action="store_true",
                     help="instead: anytime_solve(problem, 60, formulations=['checkmate']) on vgg16/vgg19 train "
                          "at 0.9/0.8 (proved optima), written to <out>_proofs.{md,json}")
@@ -89,15 +83,13 @@ def main(argv=None):
             row = {
                 "instance": name, "n": p.graph.n, "stage_size": size, "cap": "inf" if cap is None else cap,
                 "status": ph.get("scip_status"), "tdi_pct": tdi, "incumbent_tdi_pct": inc_tdi,
-                "model_bound_tdi_pct": (mb - p.base_cost) / p.base_cost * 100 if mb is not None and math.isfinite(mb) else None,
+                "model_bound_tdi_pct": tdi_of(p, mb),
                 "seconds": secs, "vars": ph.get("vars"), "rows": ph.get("rows"), "build_s": ph.get("build_s"),
                 "nodes": ph.get("nodes"), "improvements_at_s": [round(x, 1) for x in first],
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out + ".json", "w") as f:
-        json.dump({"limit_s": limit, "rows": rows}, f, indent=1)
+    write_results(out, json_doc={"limit_s": limit, "rows": rows})
 
     def fmt(x, nd=3):
         return "-" if x is None else f"{x:.{nd}f}"
@@ -105,7 +97,7 @@ def main(argv=None):
     lines = [
         "# Exact model trade-offs: stage size g and recomputation cap C",
         "",
-        f"`python benchmarks/exact_tradeoffs.py{' --quick' if args.quick else ''} --limit {limit:g}`; same staged-greedy "
+        f"`{command(__file__, (['--quick'] if args.quick else []) + ['--limit', f'{limit:g}'])}`; same staged-greedy "
         "incumbent for every run, one SCIP thread, shared 2-core machine. `model bound` is the SCIP dual bound "
         "of *that* model (a bound of the staged class only for g = 1, C = inf with exact memory units).",
         "",
@@ -118,8 +110,7 @@ def main(argv=None):
             f"{fmt(r['incumbent_tdi_pct'])} | {fmt(r['model_bound_tdi_pct'])} | {r['seconds']:.1f} | {r['vars']} | "
             f"{r['rows']} | {r['nodes']} |"
         )
-    with open(out + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write_results(out, markdown="\n".join(lines) + "\n")
     return 0
 
 
@@ -130,7 +121,7 @@ def proofs(out):
     warmup()
     rows = []
     for fname in ("vgg16_b256_224x224_train", "vgg19_b256_224x224_train"):
-        g = load_graph(SHARED / f"{fname}.json")
+        g = load_graph(moccasin_graph(fname))
         for frac in ("90%", "80%"):
             try:
                 p = Problem.single(g, frac)
@@ -143,15 +134,13 @@ def proofs(out):
             rows.append({
                 "graph": fname, "n": g.n, "budget": frac, "status": r.status,
                 "tdi_pct": r.simulation.tdi_pct if r.simulation is not None else None,
-                "lower_bound_tdi_pct": (r.lower_bound - p.base_cost) / p.base_cost * 100,
+                "lower_bound_tdi_pct": tdi_of(p, r.lower_bound),
                 "bound_scope": r.bound_scope, "gap": r.gap, "seconds": time.perf_counter() - t0,
             })
             print(json.dumps(rows[-1]), flush=True)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out + ".json", "w") as f:
-        json.dump({"rows": rows}, f, indent=1)
+    write_results(out, json_doc={"rows": rows})
     lines = ["# Proved optima on small training graphs (checkmate, 60 s limit)", "",
-             "`python benchmarks/exact_tradeoffs.py --proofs`: `anytime_solve(problem, 60, formulations=['checkmate'])`"
+             "`python -m benchmarks.exact_tradeoffs --proofs`: `anytime_solve(problem, 60, formulations=['checkmate'])`"
              "; the bound covers the staged plans of the modelled first-compute order (scope `checkmate`).", "",
              "| graph | n | budget | status | TDI% | bound TDI% (scope) | gap | seconds |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -160,8 +149,7 @@ def proofs(out):
             continue
         lines.append(f"| {r['graph']} | {r['n']} | {r['budget']} | {r['status']} | {r['tdi_pct']:.4f} | "
                      f"{r['lower_bound_tdi_pct']:.4f} ({r['bound_scope']}) | {r['gap']:.2e} | {r['seconds']:.1f} |")
-    with open(out + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write_results(out, markdown="\n".join(lines) + "\n")
     return 0
 
 

@@ -3,8 +3,9 @@
 Graphs are read from ``../shared/benchmarks/moccasin`` (relative to the
 repository; never copied).  Budgets are ``ceil(0.9 peak)`` and
 ``ceil(0.8 peak)`` of the keep-all peak.  Each instance gets ``--limit``
-seconds (default 60; Numba warm-up excluded).  Every reported plan has been
-checked by the simulator.
+seconds (default 60; Numba warm-up excluded), solved by the ``portfolio``
+solver of :func:`hybrid_remat.sweep.sweep` (``anytime_solve`` with its
+defaults).  Every reported plan has been re-simulated.
 
 Writes ``benchmarks/results/moccasin_protocol.{md,json}`` (or ``--out``
 prefix).  Full run: 12 x limit (about 12-13 minutes at 60 s).
@@ -12,53 +13,32 @@ prefix).  Full run: 12 x limit (about 12-13 minutes at 60 s).
 
 Usage::
 
-    python benchmarks/moccasin_protocol.py               # full, 60 s each
-    python benchmarks/moccasin_protocol.py --quick
-    python benchmarks/moccasin_protocol.py --only RLG1,CM1 --limit 30
+    python -m benchmarks.moccasin_protocol               # full, 60 s each
+    python -m benchmarks.moccasin_protocol --quick
+    python -m benchmarks.moccasin_protocol --only RLG1,CM1 --limit 30
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import pathlib
 import sys
-import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _paths import ROOT, SHARED  # noqa: E402
-
-from hybrid_remat.anytime import anytime_solve, warmup  # noqa: E402
-from hybrid_remat.budgets import keep_all_peak  # noqa: E402
-from hybrid_remat.loaders import load_graph  # noqa: E402
-from hybrid_remat.problem import Problem  # noqa: E402
-from hybrid_remat.simulate import simulate  # noqa: E402
-
-INSTANCES = [
-    ("RLG1", "rlg_n100"),
-    ("RLG2", "rlg_n250"),
-    ("RLG3", "rlg_n500"),
-    ("RLG4", "rlg_n1000"),
-    ("CM1", "fcn_8_vgg_b32_416x608_train"),
-    ("CM2", "resnet50_b256_224x224_train"),
-]
-# (published Moccasin TDI%, Moccasin re-run on a 2-core machine TDI%) per (id, fraction); None = no value
-REFERENCE = {
-    ("RLG1", 0.9): (None, 0.79), ("RLG1", 0.8): (None, 2.30),
-    ("RLG2", 0.9): (0.9, 2.89), ("RLG2", 0.8): (4.9, None),
-    ("RLG3", 0.9): (None, None), ("RLG3", 0.8): (None, None),
-    ("RLG4", 0.9): (0.7, None), ("RLG4", 0.8): (3.4, None),
-    ("CM1", 0.9): (0.0, 0.03), ("CM1", 0.8): (0.1, 0.14),
-    ("CM2", 0.9): (0.2, 0.11), ("CM2", 0.8): (0.3, 0.28),
-}
-# the targets of issue 4: the better of the two (published values are rounded to one decimal)
-TARGET = {
-    ("RLG1", 0.9): 0.79, ("RLG1", 0.8): 2.30, ("RLG2", 0.9): 0.9, ("RLG2", 0.8): 4.9,
-    ("RLG4", 0.9): 0.7, ("RLG4", 0.8): 3.4, ("CM1", 0.9): 0.03, ("CM1", 0.8): 0.14,
-    ("CM2", 0.9): 0.11, ("CM2", 0.8): 0.28,
-}
+from benchmarks._common import (
+    MOCCASIN_INSTANCES,
+    SHARED,
+    command,
+    moccasin_graph,
+    moccasin_reference,
+    moccasin_target,
+    reference_cell,
+    write_results,
+)
+from hybrid_remat.anytime import warmup
+from hybrid_remat.budgets import keep_all_peak
+from hybrid_remat.loaders import load_graph
+from hybrid_remat.problem import Problem
+from hybrid_remat.sweep import sweep
 
 
 def _fmt(x, nd=3):
@@ -73,74 +53,61 @@ def _t_proved(history, objective):
                  and h[2] >= objective * (1 - 1e-9)), None)
 
 
-def run_instance(iid, fname, frac, limit, seed):
-    g = load_graph(SHARED / f"{fname}.json")
-    peak = keep_all_peak(g)
-    problem = Problem.single(g, f"{round(frac * 100)}%")
-    budget = int(problem.budgets[0])
-    base = problem.base_cost
-    target = TARGET.get((iid, frac))
-    t0 = time.perf_counter()
-    res = anytime_solve(problem, limit, seed=seed)
-    wall = time.perf_counter() - t0
+def instance_row(iid, fname, r, limit):
+    """The table row of one sweep row (with its detail: history, report, stats)."""
+    frac = float(r["budget"].rstrip("%")) / 100
+    g = load_graph(moccasin_graph(fname))
+    ref = moccasin_reference(iid, frac)
+    target = moccasin_target(iid, frac)
     row = {
-        "id": iid, "graph": fname, "fraction": frac, "n": g.n, "m": g.m, "keep_all_peak": peak, "budget": budget,
-        "status": res.status, "solver": res.solver, "wall_s": wall, "limit_s": limit,
-        "published_moccasin_tdi": REFERENCE[(iid, frac)][0], "rerun_moccasin_tdi": REFERENCE[(iid, frac)][1],
+        "id": iid, "graph": fname, "fraction": frac, "n": g.n, "m": g.m, "keep_all_peak": keep_all_peak(g),
+        "budget": r["budget_bytes"], "status": r["status"], "solver": r["found_by"], "wall_s": r["wall_s"],
+        "limit_s": limit, "published_moccasin_tdi": ref.published, "rerun_moccasin_tdi": ref.rerun_2core,
         "target_tdi": target,
     }
-    if res.plan is not None:
-        sim = simulate(problem, res.plan)
-        assert sim.valid, sim.error
-        plans = [h for h in res.history if math.isfinite(h[1])]
-        improving = []
-        best = math.inf
-        for h in plans:
+    if r["tdi_pct"] == r["tdi_pct"] and r["tdi_pct"] is not None:
+        base = Problem.single(g, r["budget_bytes"]).base_cost
+        improving, best = [], math.inf
+        for h in (h for h in r.get("history", []) if math.isfinite(h[1])):
             if h[1] < best:
                 best = h[1]
                 improving.append(h)
-        t_first = improving[0][0] if improving else None
-        t_best = next(h[0] for h in improving if h[1] <= res.objective * (1 + 1e-12))
         t_ref = None
         if target is not None:
-            for h in improving:
-                if (h[1] - base) / base * 100 <= target + 1e-9:
-                    t_ref = h[0]
-                    break
+            t_ref = next((h[0] for h in improving if (h[1] - base) / base * 100 <= target + 1e-9), None)
         row.update(
-            valid=sim.valid, tdi_pct=sim.tdi_pct, peak=sim.peak_bytes[problem.primary.name],
-            total_time=sim.total_time, lower_bound=res.lower_bound,
-            lower_bound_tdi=(res.lower_bound - base) / base * 100, gap=res.gap, bound_scope=res.bound_scope,
-            t_first=t_first, t_best=t_best, t_reach_target=t_ref,
-            t_proved=_t_proved(res.history, res.objective) if res.status == "optimal" else None,
-            meets_target=(target is None) or sim.tdi_pct <= target + 1e-9,
+            valid=True, tdi_pct=r["tdi_pct"], peak=r["peak_bytes"], total_time=r["objective"],
+            lower_bound=r["lower_bound"], lower_bound_tdi=r["lower_bound_tdi_pct"], gap=r["gap"],
+            bound_scope=r["bound_scope"], t_first=r["t_first_s"], t_best=r["t_best_s"], t_reach_target=t_ref,
+            t_proved=_t_proved(r.get("history", []), r["objective"]) if r["status"] == "optimal" else None,
+            meets_target=(target is None) or r["tdi_pct"] <= target + 1e-9,
         )
     else:
-        row.update(valid=False, tdi_pct=None, lower_bound=res.lower_bound, meets_target=False)
+        row.update(valid=False, tdi_pct=None, lower_bound=r["lower_bound"], meets_target=False)
     row["report"] = [
-        {"source": r.source, "kind": r.kind, "status": r.status,
-         "tdi_pct": None if r.tdi_pct != r.tdi_pct else r.tdi_pct, "seconds": r.seconds, "note": r.note[:200]}
-        for r in res.report
+        {"source": x["source"], "kind": x["kind"], "status": x["status"],
+         "tdi_pct": None if x["tdi_pct"] != x["tdi_pct"] else x["tdi_pct"], "seconds": x["seconds"],
+         "note": x["note"][:200]}
+        for x in r.get("report", [])
     ]
-    row["history"] = [(round(h[0], 3), h[1], h[2], h[3]) for h in res.history if math.isfinite(h[1])][:200]
+    row["history"] = [(round(h[0], 3), h[1], h[2], h[3]) for h in r.get("history", []) if math.isfinite(h[1])][:200]
+
     def scalars(d):
         return {kk: vv for kk, vv in d.items() if isinstance(vv, (int, float, str, bool, type(None)))}
 
     row["formulation_stats"] = {
         k: {**scalars(v), "phases": [scalars(ph) for ph in v.get("phases", [])]}
-        for k, v in res.stats.get("formulations", {}).items()
+        for k, v in r.get("stats", {}).get("formulations", {}).items()
     }
     return row
 
 
-def write_tables(rows, prefix, limit, argv):
-    os.makedirs(os.path.dirname(prefix), exist_ok=True)
-    with open(prefix + ".json", "w") as f:
-        json.dump({"limit_s": limit, "command": "python " + " ".join(argv), "rows": rows}, f, indent=1, default=str)
+def write_tables(rows, prefix, limit, cmd):
+    write_results(prefix, json_doc={"limit_s": limit, "command": cmd, "rows": rows})
     lines = [
         "# Moccasin protocol with `anytime_solve`",
         "",
-        f"Command: `python {' '.join(argv)}` (limit {limit:g} s per instance, Numba warm-up excluded,",
+        f"Command: `{cmd}` (limit {limit:g} s per instance, Numba warm-up excluded,",
         "single-threaded SCIP, on the team's shared 2-core machine). Every plan was checked by the simulator.",
         "TDI% = (total compute time - sum of costs) / sum of costs x 100. `LB TDI%` is the reported lower bound",
         "as a TDI% (its scope column says which model proved it: `trivial` = every node once; `cut_bound` =",
@@ -156,7 +123,8 @@ def write_tables(rows, prefix, limit, argv):
         peak = f"{r.get('peak', 0) / r['budget']:.4f}" if r.get("peak") else "-"
         lines.append(
             f"| {r['id']} | {r['fraction']} | {r['n']} | {r['status']} | {_fmt(r.get('tdi_pct'))} | "
-            f"{_fmt(r['target_tdi'], 2)} | {_fmt(r['published_moccasin_tdi'], 2)} | {_fmt(r['rerun_moccasin_tdi'], 2)} | "
+            f"{_fmt(r['target_tdi'], 2)} | {reference_cell(r['published_moccasin_tdi'])} | "
+            f"{reference_cell(r['rerun_moccasin_tdi'])} | "
             f"{peak} | {_fmt(r.get('lower_bound_tdi'))} ({r.get('bound_scope', '-')}) | "
             f"{_fmt(100 * r['gap'] if r.get('gap') is not None else None)} | {_fmt(r.get('t_first'), 1)} | "
             f"{_fmt(r.get('t_best'), 1)} | {_fmt(r.get('t_reach_target'), 1)} | {_fmt(r.get('t_proved'), 1)} | "
@@ -171,8 +139,7 @@ def write_tables(rows, prefix, limit, argv):
             + f" ({x['seconds']:.1f}s)" for x in r["report"]
         )
         lines.append(f"- {r['id']} @{r['fraction']}: {parts}")
-    with open(prefix + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write_results(prefix, markdown="\n".join(lines) + "\n")
 
 
 def main(argv=None):
@@ -182,7 +149,8 @@ def main(argv=None):
     ap.add_argument("--only", default="", help="comma-separated ids (RLG1,...,CM2)")
     ap.add_argument("--fractions", default="0.9,0.8")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "moccasin_protocol"))
+    ap.add_argument("--jobs", type=int, default=1, help="parallel solves (1 keeps time limits comparable)")
+    ap.add_argument("--out", default="moccasin_protocol", help="results name or path prefix")
     args = ap.parse_args(argv)
     if not SHARED.is_dir():
         print(f"missing {SHARED}", file=sys.stderr)
@@ -195,17 +163,17 @@ def main(argv=None):
         if args.out.endswith("moccasin_protocol"):
             args.out += "_quick"
     warmup()
-    rows = []
-    for iid, fname in INSTANCES:
-        if ids and iid not in ids:
-            continue
-        for frac in fracs:
-            row = run_instance(iid, fname, frac, limit, args.seed)
-            rows.append(row)
-            print(f"{iid} @{frac}: {row['status']} TDI {_fmt(row.get('tdi_pct'))} (target {_fmt(row['target_tdi'], 2)})"
-                  f" LB {_fmt(row.get('lower_bound_tdi'))} [{row.get('bound_scope')}] in {row['wall_s']:.1f}s",
-                  flush=True)
-            write_tables(rows, args.out, limit, [os.path.relpath(__file__, ROOT)] + (argv or sys.argv[1:]))
+    chosen = [(iid, fname) for iid, fname in MOCCASIN_INSTANCES if not ids or iid in ids]
+    budgets = [f"{round(frac * 100)}%" for frac in fracs]
+    swept = sweep([moccasin_graph(fname) for _, fname in chosen], budgets, time_limit=limit, seed=args.seed,
+                  jobs=args.jobs, detail=True, progress=True)
+    by_graph = dict((fname, iid) for iid, fname in chosen)
+    rows = [instance_row(by_graph[r["graph"]], r["graph"], r, limit) for r in swept]
+    for row in rows:
+        print(f"{row['id']} @{row['fraction']}: {row['status']} TDI {_fmt(row.get('tdi_pct'))} "
+              f"(target {_fmt(row['target_tdi'], 2)}) LB {_fmt(row.get('lower_bound_tdi'))} "
+              f"[{row.get('bound_scope')}] in {row['wall_s']:.1f}s", flush=True)
+    write_tables(rows, args.out, limit, command(__file__, argv))
     return 0
 
 

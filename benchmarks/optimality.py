@@ -13,66 +13,54 @@ Writes ``benchmarks/results/optimality.{md,json}``.
 
 Usage::
 
-    python benchmarks/optimality.py               # about 3 minutes
-    python benchmarks/optimality.py --quick       # the Moccasin training graphs at 90/80 %
+    python -m benchmarks.optimality               # about 3 minutes
+    python -m benchmarks.optimality --quick       # the Moccasin training graphs at 90/80 %
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import pathlib
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _paths import ROOT, SHARED  # noqa: E402
-
-from hybrid_remat.anytime import anytime_solve, warmup  # noqa: E402
-from hybrid_remat.budgets import keep_all_peak, min_feasible_budget  # noqa: E402
-from hybrid_remat.exact.bounds import cut_lower_bound  # noqa: E402
-from hybrid_remat.loaders import load_graph  # noqa: E402
-from hybrid_remat.problem import Problem  # noqa: E402
-from hybrid_remat.simulate import simulate  # noqa: E402
+from benchmarks._common import DATASETS, command, moccasin_graphs, write_results
+from hybrid_remat.anytime import warmup
+from hybrid_remat.exact.bounds import cut_lower_bound
+from hybrid_remat.loaders import load_graph
+from hybrid_remat.problem import Problem
+from hybrid_remat.sweep import sweep
 
 FRACTIONS = (0.9, 0.8, 0.7, 0.6, 0.5)
 
 
-def graph_files(quick: bool) -> list[pathlib.Path]:
-    shared = sorted(pathlib.Path(SHARED).glob("*_train.json")) if SHARED.is_dir() else []
+def graph_files(quick: bool) -> list:
+    shared = moccasin_graphs("*_train.json")
     if quick:
         return shared
-    rlg = sorted(pathlib.Path(SHARED).glob("rlg_*.json")) if SHARED.is_dir() else []
-    return sorted((ROOT / "datasets").glob("*.json.gz")) + shared + rlg
+    return sorted(DATASETS.glob("*.json.gz")) + shared + moccasin_graphs("rlg_*.json")
 
 
-def run(path, frac, limit) -> dict | None:
-    g = load_graph(path)
-    budget = math.ceil(frac * keep_all_peak(g))
-    if budget < min_feasible_budget(g):
-        return None
-    p = Problem.single(g, budget)
+def with_cut_bounds(row: dict, graphs: dict) -> dict:
+    """The sweep row plus the cut bound (with and without recomputation chains) and its time."""
+    g = graphs[row["graph"]]
+    p = Problem.single(g, row["budget_bytes"])
     t0 = time.perf_counter()
     cb = cut_lower_bound(p)
     t_bound = time.perf_counter() - t0
     knap = cut_lower_bound(p, closure=False)
-    r = anytime_solve(p, limit, formulations=[])
-    sim = simulate(p, r.plan) if r.plan is not None else None
-    assert sim is None or sim.valid, sim.error
     base = p.base_cost
+    tdi = row["tdi_pct"] if row["tdi_pct"] == row["tdi_pct"] else None
     return {
-        "graph": path.name.split(".json")[0], "n": g.n, "fraction": frac, "budget": budget,
-        "tdi_pct": sim.tdi_pct if sim else None, "solver": r.solver,
+        "graph": row["graph"], "n": g.n, "fraction": float(row["budget"].rstrip("%")) / 100,
+        "budget": row["budget_bytes"], "tdi_pct": tdi, "solver": row["found_by"],
         "cut_bound_tdi": cb.extra / base * 100 if base > 0 else 0.0, "cut_method": cb.method,
         "knapsack_only_tdi": knap.extra / base * 100 if base > 0 else 0.0,
-        "bound_s": t_bound, "status": r.status, "bound_scope": r.bound_scope, "gap": r.gap,
-        "wall_s": time.perf_counter() - t0,
+        "bound_s": t_bound, "status": row["status"], "bound_scope": row["bound_scope"],
+        "gap": row["gap"] if row["gap"] == row["gap"] else float("inf"), "wall_s": row["wall_s"],
     }
 
 
-def write_table(rows, cmd, limit, path) -> None:
+def write_table(rows, cmd, limit, out) -> None:
     proved = [r for r in rows if r["status"] == "optimal"]
     nontriv = [r for r in proved if r["cut_bound_tdi"] > 0]
     train = [r for r in rows if r["tdi_pct"] is not None and not r["graph"].startswith("rlg")]
@@ -103,30 +91,27 @@ def write_table(rows, cmd, limit, path) -> None:
         lines.append(f"| {r['graph']} | {r['n']} | {r['fraction']} | {tdi} | {r['cut_bound_tdi']:.4f} "
                      f"({r['cut_method']}) | {r['knapsack_only_tdi']:.4f} | {gap} | "
                      f"{r['status']} | {r['bound_s']:.2f} | {r['solver']} |")
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write_results(out, markdown="\n".join(lines) + "\n")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=float, default=5.0, help="seconds per instance (heuristics only)")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "optimality"))
+    ap.add_argument("--only", default="", help="comma-separated graph names (reduced runs)")
+    ap.add_argument("--jobs", type=int, default=1, help="parallel solves (1 keeps time limits comparable)")
+    ap.add_argument("--out", default="optimality", help="results name or path prefix")
     args = ap.parse_args(argv)
     warmup()
-    rows = []
-    for path in graph_files(args.quick):
-        for frac in (FRACTIONS[:2] if args.quick else FRACTIONS):
-            row = run(path, frac, args.limit)
-            if row is None:
-                continue
-            rows.append(row)
-            print(f"{row['graph']} @{frac}: TDI {row['tdi_pct']} cut {row['cut_bound_tdi']:.4f} {row['status']}",
-                  flush=True)
-    cmd = "python " + " ".join([os.path.relpath(__file__, ROOT)] + (argv if argv is not None else sys.argv[1:]))
-    with open(args.out + ".json", "w") as f:
-        json.dump({"command": cmd, "limit_s": args.limit, "rows": rows}, f, indent=1)
-    write_table(rows, cmd, args.limit, args.out + ".md")
+    files = [f for f in graph_files(args.quick) if not args.only or f.name.split(".json")[0] in args.only.split(",")]
+    budgets = [f"{round(100 * x)}%" for x in (FRACTIONS[:2] if args.quick else FRACTIONS)]
+    rows = sweep(files, budgets, time_limit=args.limit, solvers=["heuristics"], jobs=args.jobs, progress=True)
+    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else rows
+    graphs = {f.name.split(".json")[0]: load_graph(f) for f in files}
+    rows = [with_cut_bounds(r, graphs) for r in rows if r["status"] != "below_min"]
+    cmd = command(__file__, argv)
+    write_results(args.out, json_doc={"command": cmd, "limit_s": args.limit, "rows": rows})
+    write_table(rows, cmd, args.limit, args.out)
     proved = [r for r in rows if r["status"] == "optimal"]
     print(f"proved optimal: {len(proved)} / {len(rows)}")
     return 0

@@ -13,10 +13,10 @@ Writes ``benchmarks/results/ortools_moccasin.{md,json}`` (``--quick``:
 
 Usage::
 
-    python benchmarks/ortools_moccasin.py               # 12 x 60 s: about 13 min
-    python benchmarks/ortools_moccasin.py --quick       # about 30 s
-    python benchmarks/ortools_moccasin.py --time-limit 30 --only rlg_n100
-    python benchmarks/ortools_moccasin.py --render      # re-render the table from the JSON
+    python -m benchmarks.ortools_moccasin               # 12 x 60 s: about 13 min
+    python -m benchmarks.ortools_moccasin --quick       # about 30 s
+    python -m benchmarks.ortools_moccasin --time-limit 30 --only rlg_n100
+    python -m benchmarks.ortools_moccasin --render      # re-render the table from the JSON
 """
 
 from __future__ import annotations
@@ -29,39 +29,31 @@ import platform
 import sys
 import time
 
+from benchmarks._common import (
+    MOCCASIN_INSTANCES,
+    RESULTS,
+    SHARED,
+    moccasin_graph,
+    moccasin_reference,
+    reference_cell,
+    require_plugin,
+    write_results,
+)
 from hybrid_remat import Problem, plugins, simulate
 from hybrid_remat.budgets import keep_all_peak
 from hybrid_remat.interfaces import accepts
 from hybrid_remat.loaders import load_graph
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-_CANDIDATES = [os.environ.get("HYBRID_REMAT_MOCCASIN_DIR", ""),
-               os.path.join(ROOT, "..", "shared", "benchmarks", "moccasin"),  # the repository next to shared/
-               os.path.join(ROOT, "..", "..", "shared", "benchmarks", "moccasin")]  # a git worktree one level down
-MOCCASIN = next((os.path.normpath(c) for c in _CANDIDATES if c and os.path.isdir(c)), os.path.normpath(_CANDIDATES[1]))
-GRAPHS = ("rlg_n100", "rlg_n250", "rlg_n500", "rlg_n1000", "fcn_8_vgg_b32_416x608_train",
-          "resnet50_b256_224x224_train")
+GRAPHS = tuple(name for _, name in MOCCASIN_INSTANCES)
 FRACTIONS = (0.9, 0.8)
-# Published Moccasin (C=2, 16 workers, 1800-3600 s) TDI% and the README's 2-core re-run (120 s/phase) TDI%
-PUBLISHED = {("rlg_n250", 0.9): "0.9", ("rlg_n250", 0.8): "4.9", ("rlg_n1000", 0.9): "0.7",
-             ("rlg_n1000", 0.8): "3.4", ("fcn_8_vgg_b32_416x608_train", 0.9): "0.0",
-             ("fcn_8_vgg_b32_416x608_train", 0.8): "0.1", ("resnet50_b256_224x224_train", 0.9): "0.2",
-             ("resnet50_b256_224x224_train", 0.8): "0.3"}
-RERUN_2CORE = {("rlg_n100", 0.9): "0.79", ("rlg_n100", 0.8): "2.30", ("rlg_n250", 0.9): "2.89",
-               ("rlg_n250", 0.8): "none", ("rlg_n500", 0.9): "none", ("rlg_n500", 0.8): "none",
-               ("rlg_n1000", 0.9): "none", ("rlg_n1000", 0.8): "none",
-               ("fcn_8_vgg_b32_416x608_train", 0.9): "0.03", ("fcn_8_vgg_b32_416x608_train", 0.8): "0.14",
-               ("resnet50_b256_224x224_train", 0.9): "0.11", ("resnet50_b256_224x224_train", 0.8): "0.28"}
 
 
 def formulation():
     forms = plugins.formulations()
     if "ortools" in forms:
         return forms["ortools"], plugins.identity("formulations", "ortools")
-    sys.path.insert(0, os.path.join(ROOT, "plugins", "hybrid-remat-ortools", "src"))
-    from hybrid_remat_ortools import CpSatRemat
-
-    return CpSatRemat(), "hybrid_remat_ortools (source tree, not installed)"
+    plugin = require_plugin("hybrid_remat_ortools", "hybrid-remat-ortools")  # installed but autoload is off
+    return plugin.CpSatRemat(), "hybrid_remat_ortools (not registered)"
 
 
 def best_heuristic_plan(problem):
@@ -85,7 +77,7 @@ def best_heuristic_plan(problem):
 
 
 def run_one(form, name: str, frac: float, time_limit: float) -> dict:
-    g = load_graph(os.path.join(MOCCASIN, f"{name}.json"))
+    g = load_graph(moccasin_graph(name))
     peak = keep_all_peak(g)
     budget = math.ceil(frac * peak)
     problem = Problem.single(g, budget)
@@ -115,8 +107,8 @@ def scip_results() -> tuple[dict, str]:
     ``benchmarks/results/moccasin_protocol.json`` (or its ``_quick`` run)
     when that file exists: ``{(graph, fraction): (tdi_pct or None, limit_s)}``."""
     for stem in ("moccasin_protocol", "moccasin_protocol_quick"):
-        path = os.path.join(ROOT, "benchmarks", "results", f"{stem}.json")
-        if os.path.exists(path):
+        path = RESULTS / f"{stem}.json"
+        if path.exists():
             with open(path) as f:
                 doc = json.load(f)
             out = {(r.get("graph"), float(r.get("fraction", 0))): (r.get("tdi_pct"), r.get("limit_s", doc.get("limit_s")))
@@ -141,21 +133,19 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="rlg_n100 and FCN-8 at 0.9, 10 s each")
     ap.add_argument("--time-limit", type=float, default=None)
     ap.add_argument("--only", action="append", help="graph names to run (repeatable)")
+    ap.add_argument("--out", help="results name or path prefix (default by mode)")
     ap.add_argument("--render", action="store_true",
                     help="no solving: rewrite the markdown from the saved JSON (e.g. once the SCIP results exist)")
     args = ap.parse_args(argv)
     if args.render:
         stem = "ortools_moccasin.quick" if args.quick else "ortools_moccasin"
-        path = os.path.join(ROOT, "benchmarks", "results", stem)
-        with open(path + ".json") as f:
-            doc = json.load(f)
+        doc = json.loads((RESULTS / f"{stem}.json").read_text())
         text = render(doc["rows"], doc["time_limit"], doc["formulation"], doc["wall_s"], args.quick)
-        with open(path + ".md", "w") as f:
-            f.write(text)
+        write_results(stem, markdown=text)
         print(text)
         return 0
-    if not os.path.isdir(MOCCASIN):
-        print(f"{MOCCASIN} not found", file=sys.stderr)
+    if not SHARED.is_dir():
+        print(f"{SHARED} not found", file=sys.stderr)
         return 2
     time_limit = args.time_limit or (10.0 if args.quick else 60.0)
     graphs = args.only or (("rlg_n100", "fcn_8_vgg_b32_416x608_train") if args.quick else GRAPHS)
@@ -175,12 +165,8 @@ def main(argv=None) -> int:
     stem = "ortools_moccasin.quick" if args.quick else "ortools_moccasin"
     if args.only and not args.quick:
         stem = "ortools_moccasin.partial"
-    out = os.path.join(ROOT, "benchmarks", "results")
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, f"{stem}.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(out, f"{stem}.json"), "w") as f:
-        json.dump({"time_limit": time_limit, "formulation": ident, "wall_s": wall, "rows": rows}, f, indent=1)
+    write_results(args.out or stem, markdown=text,
+                  json_doc={"time_limit": time_limit, "formulation": ident, "wall_s": wall, "rows": rows})
     return 0
 
 
@@ -211,15 +197,16 @@ def render(rows: list, time_limit: float, ident: str, wall: float, quick: bool) 
     ]
     for r in rows:
         key = (r["graph"], r["fraction"])
+        ref = moccasin_reference(r["graph"], r["fraction"])
         warm = (f"{r['warm_start']} ({fmt(r['warm_tdi_pct'], '.2f')})" if r["warm_start"]
                 else f"- (hint: {r.get('hint') or 'none'})")
         peak_ratio = fmt(r["peak"] / r["budget"], ".4f") if "peak" in r else "-"
         lines.append(
             f"| {r['graph']} | {r['n']} | {r['fraction']:.1f} | {r['status']} | {fmt(r.get('tdi_pct'), '.3f')} | "
             f"{peak_ratio} | {fmt(r.get('t_best_s'), '.1f')} | {r['model_status']} | "
-            f"{fmt(r.get('model_bound_tdi_pct'), '.3f')} | {warm} | {scip_cell(scip.get(key))} | {PUBLISHED.get(key, '-')} | "
-            f"{RERUN_2CORE.get(key, '-')} |")
-    lines += ["", f"Reproduce: `python benchmarks/ortools_moccasin.py{' --quick' if quick else ''}` "
+            f"{fmt(r.get('model_bound_tdi_pct'), '.3f')} | {warm} | {scip_cell(scip.get(key))} | "
+            f"{reference_cell(ref.published, 1) if ref else '-'} | {reference_cell(ref.rerun_2core) if ref else '-'} |")
+    lines += ["", f"Reproduce: `python -m benchmarks.ortools_moccasin{' --quick' if quick else ''}` "
               "(with `pip install ./plugins/hybrid-remat-ortools`)."]
     return "\n".join(lines) + "\n"
 

@@ -13,42 +13,33 @@ Writes ``benchmarks/results/roofline_validation.{md,json}``.
 
 Usage::
 
-    python benchmarks/roofline_validation.py            # validate (~5 s)
-    python benchmarks/roofline_validation.py --fit      # refit xeon16 and print the constants
-    python benchmarks/roofline_validation.py --quick    # two graphs only
+    python -m benchmarks.roofline_validation            # validate (~5 s)
+    python -m benchmarks.roofline_validation --fit      # refit xeon16 and print the constants
+    python -m benchmarks.roofline_validation --quick    # two graphs only
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
-import json
-import os
-import sys
 import time
 
 import numpy as np
 
+from benchmarks._common import profiled_graphs, require_plugin, write_results
 from hybrid_remat.loaders import load_graph
 
-try:
-    from hybrid_remat_roofline import DEVICES, DeviceSpec, RooflineModel
-    from hybrid_remat_roofline.model import bytes_moved, is_matrix_op
-except ImportError:  # not installed: use the source tree
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "plugins", "hybrid-remat-roofline", "src"))
-    from hybrid_remat_roofline import DEVICES, DeviceSpec, RooflineModel
-    from hybrid_remat_roofline.model import bytes_moved, is_matrix_op
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+_roofline = require_plugin("hybrid_remat_roofline", "hybrid-remat-roofline")
+DEVICES, DeviceSpec, RooflineModel = _roofline.DEVICES, _roofline.DeviceSpec, _roofline.RooflineModel
+bytes_moved, is_matrix_op = _roofline.model.bytes_moved, _roofline.model.is_matrix_op
 FIT_GRAPHS = ("resnet18_b64", "mobilenet_v2_b32", "gpt2_small_b4_s512", "unet_b8", "mlp_chain_b256")
 PAIRS = (("gpu", "h200"), ("gpu", "h200_fit"), ("cpu", "xeon16"))
 FITTED = ("xeon16", "h200_fit")
 
 
 def load_all(quick: bool):
-    files = sorted(glob.glob(os.path.join(ROOT, "datasets", "*.json.gz")))
+    files = profiled_graphs()
     if quick:
-        files = [f for f in files if os.path.basename(f).startswith(("resnet18", "gpt2"))]
+        files = [f for f in files if f.name.startswith(("resnet18", "gpt2"))]
     return [load_graph(f) for f in files]
 
 
@@ -149,17 +140,13 @@ def main(argv=None) -> int:
         x = DEVICES[name]
         lines.append(f"- `{name}` ({x.source}): vector {x.vector_flops:.3g} FLOP/s, matmul {x.matmul_flops:.3g}, "
                      f"conv {x.conv_flops:.3g}, bandwidth {x.bandwidth:.3g} B/s, overhead {x.overhead:.3g} s.")
-    lines += ["", f"Reproduce: `python benchmarks/roofline_validation.py` (wall {wall:.1f} s); "
+    lines += ["", f"Reproduce: `python -m benchmarks.roofline_validation` (wall {wall:.1f} s); "
               "refit: `--fit`."]
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.quick:
-        out = os.path.join(ROOT, "benchmarks", "results")
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "roofline_validation.md"), "w") as f:
-            f.write(text)
-        with open(os.path.join(out, "roofline_validation.json"), "w") as f:
-            json.dump({"summary": summary, "per_graph": rows, "fit_graphs": list(FIT_GRAPHS)}, f, indent=1)
+        write_results("roofline_validation", markdown=text,
+                      json_doc={"summary": summary, "per_graph": rows, "fit_graphs": list(FIT_GRAPHS)})
     return 0
 
 

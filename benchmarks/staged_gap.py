@@ -5,22 +5,16 @@ brute-force optimum over *all* plans with the brute-force optimum over
 *staged* plans (first computations in index order, the class the Checkmate
 MILP represents), and count the instances where the staged class is worse.
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/staged_gap.py              # 80 instances (tests/test_exact_checkmate.py's generator)
+    python -m benchmarks.staged_gap              # 80 instances (tests/test_exact_checkmate.py's generator)
+    python -m benchmarks.staged_gap --seeds 1    # a reduced run
 """
 
 import argparse
-import pathlib
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import _paths  # noqa: E402,F401  (puts the repository on sys.path)
-
-sys.path.insert(0, str(_paths.ROOT / "tests"))
-from test_exact_checkmate import tiny_problems  # noqa: E402
-
-from hybrid_remat.exact.brute import brute_force_optimum, brute_force_staged_optimum  # noqa: E402
+from hybrid_remat.exact.brute import brute_force_optimum, brute_force_staged_optimum
+from tests.test_exact_checkmate import tiny_problems
 
 
 def main():

@@ -11,7 +11,7 @@ simulator has verified::
     (True, 20)
 """
 
-from . import generators
+from . import generators, plot
 from .anytime import Result, anytime_solve
 from .budgets import keep_all_peak, min_feasible_budget, parse_budget
 from .errors import BudgetError, GraphError, HybridRematError, PlanError, PluginError, SolverError
@@ -21,6 +21,7 @@ from .loaders import load_graph
 from .plan import Plan, keep_all_plan, plan_from_rs, read_plan, rs_from_plan, write_plan
 from .problem import Device, Link, Problem
 from .simulate import SimulationResult, simulate
+from .sweep import sweep
 
 __version__ = "0.1.0"
 
@@ -28,5 +29,5 @@ __all__ = [
     "generators", "anytime_solve", "Result", "keep_all_peak", "min_feasible_budget", "parse_budget",
     "BudgetError", "GraphError", "HybridRematError", "PlanError", "PluginError", "SolverError",
     "Graph", "hookimpl", "load_graph", "Plan", "keep_all_plan", "plan_from_rs", "read_plan",
-    "rs_from_plan", "write_plan", "Device", "Link", "Problem", "SimulationResult", "simulate",
+    "rs_from_plan", "write_plan", "Device", "Link", "Problem", "SimulationResult", "simulate", "plot", "sweep",
 ]

@@ -6,6 +6,8 @@ Subcommands::
     hybrid-remat solve GRAPH --budget B --time-limit S [--device NAME=SIZE ...] [--out plan.json]
     hybrid-remat simulate GRAPH PLAN [--budget B | --device NAME=SIZE ...]
     hybrid-remat plugins
+    hybrid-remat plot PLAN GRAPH -o timeline.png [--kind auto|memory|gantt]
+    hybrid-remat sweep GRAPH... --budgets 90%,80%,...,30% --time-limit S [--solver ...] [--ray [ADDRESS]]
     hybrid-remat torch-plan MODULE:FACTORY --input-shape ... --budget B --out plan.json
 
 Errors are one line on stderr and exit code 2.  Existing files are never
@@ -180,6 +182,60 @@ def cmd_plugins(args) -> int:
     return 0
 
 
+def cmd_plot(args) -> int:
+    from .loaders import load_graph
+    from .plan import plan_from_json
+    from .plot import FORMATS, problem_for_plan, save, timeline
+
+    if os.path.splitext(args.out)[1].lower() not in FORMATS:
+        raise CLIError(f"{args.out}: cannot tell the figure format; use one of {', '.join(FORMATS)}")
+    if os.path.exists(args.out) and not args.force:
+        raise CLIError(f"{args.out} exists; pass --force to overwrite it")
+    doc = _read_plan_doc(args.plan)
+    g = load_graph(args.graph)
+    problem = problem_for_plan(g, doc, budget=args.budget, devices=args.device, objective=args.objective)
+    fig = timeline(problem, plan_from_json(doc, g), kind=args.kind, max_points=args.max_points)
+    save(fig, args.out, overwrite=args.force)
+    print(f"figure written {args.out}")
+    return 0
+
+
+def _read_plan_doc(path: str) -> dict:
+    from .errors import PlanError
+    from .plan import PLAN_FORMAT
+
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise PlanError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PlanError(f"{path}: not a JSON plan ({e}); the order is: plot PLAN GRAPH") from None
+    if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
+        raise PlanError(f"{path} is not a {PLAN_FORMAT} plan; the order is: plot PLAN GRAPH")
+    return doc
+
+
+def cmd_sweep(args) -> int:
+    from .sweep import parse_budgets, sweep
+
+    if not args.time_limit > 0:
+        raise CLIError(f"--time-limit must be a positive number of seconds, not {args.time_limit:g}")
+    solvers = [s for spec in (args.solver or ["portfolio"]) for s in spec.split(",") if s]
+    try:
+        rows = sweep(args.graphs, parse_budgets(args.budgets), time_limit=args.time_limit, solvers=solvers,
+                     heuristics=args.heuristic, formulations=args.formulation, objective=args.objective,
+                     devices=args.device or (), seed=args.seed, node_limit=args.node_limit, jobs=args.jobs,
+                     ray=args.ray, out=args.out, plans=not args.no_plans, force=args.force, plot=args.plot,
+                     progress=not args.quiet)
+    except KeyboardInterrupt:
+        print(f"hybrid-remat: interrupted; the rows done are in {args.out}", file=sys.stderr)
+        return 130
+    n = len(rows)
+    print(f"{n} rows written {args.out}" + (f"; figure written {args.plot}" if args.plot else ""))
+    return 0
+
+
 def _apply_cost_models(graph, specs, default_kind):
     """``--cost-model [KIND=]MODEL:DEVICE``: replace cost column KIND (default:
     the primary device's) with a registered cost model's estimate."""
@@ -244,6 +300,41 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("plugins", help="list registered heuristics, formulations, cost models and loaders")
     s.set_defaults(func=cmd_plugins)
+
+    s = sub.add_parser("plot", help="draw a plan: memory per device over its steps (and a Gantt chart)")
+    s.add_argument("plan")
+    s.add_argument("graph")
+    s.add_argument("-o", "--out", required=True, help="figure file: .png, .svg or .pdf")
+    s.add_argument("--budget", help="check against this budget instead of the plan's devices")
+    s.add_argument("--device", action="append", metavar="NAME=SIZE")
+    s.add_argument("--kind", choices=("auto", "memory", "gantt"), default="auto",
+                   help="auto: add the Gantt chart of devices and copy streams for makespan plans")
+    s.add_argument("--objective", choices=("serial", "makespan"), help="default: the plan's summary")
+    s.add_argument("--max-points", type=int, default=2000, help="points per curve (long plans are bucketed)")
+    s.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    s.set_defaults(func=cmd_plot)
+
+    s = sub.add_parser("sweep", help="solve graphs x budgets x solvers into a CSV (and a Pareto figure)")
+    s.add_argument("graphs", nargs="+", metavar="GRAPH")
+    s.add_argument("--budgets", default="90%,80%,...,30%", help="comma list; '...' continues a step of percents")
+    s.add_argument("--time-limit", type=float, default=10.0, help="seconds per solve")
+    s.add_argument("--solver", action="append", metavar="NAME[,NAME]",
+                   help="portfolio (default), heuristics, or a registered heuristic or formulation")
+    s.add_argument("--heuristic", action="append", help="only these heuristics in portfolio/heuristics")
+    s.add_argument("--formulation", action="append", help="only these formulations in portfolio")
+    s.add_argument("--objective", choices=("serial", "makespan"), default="serial")
+    s.add_argument("--device", action="append", metavar="NAME=SIZE", help="extra devices, e.g. cpu=64GiB")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--node-limit", type=int, help="branch-and-bound node limit (deterministic runs)")
+    s.add_argument("--jobs", type=int, help="parallel solves (default: CPUs); 1 = in this process")
+    s.add_argument("--ray", nargs="?", const=True, metavar="ADDRESS",
+                   help="run on Ray: a local runtime, or the cluster at ADDRESS (extra [ray])")
+    s.add_argument("--out", default="sweep.csv", help="CSV file (plans go to <stem>_plans/ beside it)")
+    s.add_argument("--no-plans", action="store_true", help="do not write the plans")
+    s.add_argument("--plot", metavar="FIGURE", help="also draw budget vs TDI%% per graph (.png/.svg/.pdf)")
+    s.add_argument("--force", action="store_true", help="overwrite the CSV, plans and figure")
+    s.add_argument("--quiet", action="store_true", help="no progress")
+    s.set_defaults(func=cmd_sweep)
 
     # torch is imported only when this command runs (it is optional and slow to import)
     s = sub.add_parser("torch-plan", help="trace a PyTorch model and write a plan (needs the torch extra)",
