@@ -55,8 +55,8 @@ def test_never_worse_than_any_heuristic():
 def test_deterministic_for_a_seed():
     g = random_layered(18, seed=7)
     p = Problem.single(g, mid_budget(g, 0.25))
-    a = anytime_solve(p, 60, node_limit=50, seed=3)
-    b = anytime_solve(p, 60, node_limit=50, seed=3)
+    a = anytime_solve(p, 60, node_limit=50, seed=3, workers=1)  # one worker: repeats exactly
+    b = anytime_solve(p, 60, node_limit=50, seed=3, workers=1)
     assert a.objective == b.objective and a.lower_bound == b.lower_bound and a.status == b.status
     assert a.plan == b.plan
     assert [h[1:] for h in a.history] == [h[1:] for h in b.history]
@@ -166,19 +166,22 @@ def test_stop_event_skips_remaining_work():
 
 
 def test_scip_models_are_freed(monkeypatch):
+    import multiprocessing
+
     from hybrid_remat.exact import checkmate as cmod
 
-    freed = []
+    freed = multiprocessing.get_context("fork").Value("i", 0)  # counts in forked workers too
     orig = cmod.CheckmateModel.free
 
     def spy(self):
-        freed.append(True)
+        with freed.get_lock():
+            freed.value += 1
         orig(self)
 
     monkeypatch.setattr(cmod.CheckmateModel, "free", spy)
     p = Problem.single(random_layered(10, seed=0), mid_budget(random_layered(10, seed=0), 0.35))
-    anytime_solve(p, 30, node_limit=10, heuristics=["lp_rounding"])
-    assert len(freed) == 2  # the LP heuristic's model and the MILP
+    anytime_solve(p, 30, node_limit=10, heuristics=["lp_rounding"], workers=1, warm=False)  # warm-up runs it too
+    assert freed.value == 2  # the LP heuristic's model and the MILP
 
 
 def test_lp_rounding_bound_and_plan():
@@ -227,7 +230,7 @@ class _Hungry(Formulation):
     """Uses its whole share and proves nothing (records each time limit)."""
 
     name = "hungry"
-    capabilities = frozenset({"dag", "chain", "single_device"})
+    capabilities = frozenset({"dag", "chain", "single_device", "honours_limits"})  # runs in-process
 
     def __init__(self):
         self.limits = []
@@ -243,7 +246,7 @@ class _Hungry(Formulation):
 
 class _Quick(Formulation):
     name = "quick"
-    capabilities = frozenset({"dag", "chain", "single_device"})
+    capabilities = frozenset({"dag", "chain", "single_device", "honours_limits"})
 
     def solve(self, problem, *, incumbent=None, **kw):
         return FormulationResult("no_solution")
@@ -257,7 +260,7 @@ def test_time_left_by_quick_formulations_goes_back_to_hungry_ones(monkeypatch):
     g = random_layered(60, seed=1)
     p = Problem.single(g, (min_feasible_budget(g) + keep_all_peak(g)) // 2)  # split recomputes here
     hungry = _Hungry()
-    r = anytime_solve(p, 1.2, heuristics=["split"], formulations=[hungry, _Quick()], local_search=False)
+    r = anytime_solve(p, 1.2, heuristics=["split"], formulations=[hungry, _Quick()], local_search=False, workers=1)
     assert r.plan is not None and r.status == "feasible"
     assert len(hungry.limits) == 2
     assert hungry.limits[1] >= 0.2 and hungry.limits[0] + hungry.limits[1] <= 1.2
