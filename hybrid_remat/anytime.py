@@ -59,6 +59,7 @@ from .limits import now
 from .objective import MAKESPAN, SERIAL
 from .portfolio import Improvement, Ledger, SourceReport, as_bound, default_workers, run_portfolio
 from .portfolio.calls import call_bound, call_heuristic
+from .portfolio.runner import catch_signals
 from .simulate import simulate
 
 __all__ = ["anytime_solve", "Result", "SourceReport", "Improvement", "SolveInterrupted", "warmup",
@@ -316,14 +317,18 @@ def anytime_solve(problem, time_limit: float, *, workers: int | None = None, heu
     heur, legacy_bounds = _bounds_from_heuristics(heur)
     bnds += legacy_bounds
     workers = default_workers() if workers is None else max(1, int(workers))
-    warm_s = warmup(heur + bnds + imps + forms) if warm else 0.0
+    early: dict = {}  # a signal during the warm-up: nothing runs
+    with catch_signals(signals, lambda name: early.setdefault("signal", name)):
+        warm_s = warmup(heur + bnds + imps + forms) if warm else 0.0
     t0 = now()
     ledger = Ledger(problem, on_improve=on_improve, t0=t0)
     run = run_portfolio(
-        problem, deadline=t0 + float(time_limit), heuristics=heur, bounds=bnds, improvers=imps, formulations=forms,
-        workers=workers, seed=seed, node_limit=node_limit, work_limit=work_limit, stop=stop, signals=signals,
-        second_round_min_s=SECOND_ROUND_MIN_S, second_round_margin_s=SECOND_ROUND_MARGIN_S, ledger=ledger,
+        problem, deadline=t0 + (0.0 if early else float(time_limit)), heuristics=heur, bounds=bnds,
+        improvers=imps, formulations=forms, workers=workers, seed=seed, node_limit=node_limit,
+        work_limit=work_limit, stop=stop, signals=signals, second_round_min_s=SECOND_ROUND_MIN_S,
+        second_round_margin_s=SECOND_ROUND_MARGIN_S, ledger=ledger,
     )
+    run.signal = run.signal or early.get("signal")
     result = _result(ledger, run, warm_s)
     if run.signal is not None:
         raise SolveInterrupted(result, run.signal)

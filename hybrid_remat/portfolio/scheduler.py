@@ -142,7 +142,7 @@ class Scheduler:
             except Exception:
                 return None
         row = self.table.get(getattr(obj, "name", None))
-        if row is None:
+        if row is None or row.get("c") is None:
             return None
         return float(row["c"]) * float(max(self.n, 1)) ** float(row["k"])
 
