@@ -28,6 +28,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import multiprocessing as mp
 import pathlib
@@ -52,6 +53,7 @@ from hybrid_remat.simulate import simulate
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TABLE_PATH = ROOT / "hybrid_remat" / "portfolio" / "calibration_table.py"
 RESULTS = ROOT / "benchmarks" / "results" / "portfolio_calibration.md"
+RAW = ROOT / "benchmarks" / "results" / "portfolio_calibration.json"
 LLAMA = ROOT / "datasets" / "llama_8l_b4_s512.json.gz"
 PROFILED = ("resnet18_b64", "vgg16_b16", "gpt2_small_b4_s512", "mobilenet_v2_b32", "unet_b8")
 
@@ -117,8 +119,13 @@ def measure(kind, obj, problem, timeout):
     return float(timeout), None, None, True
 
 
-def fit(points):
-    """``(c, k)`` of ``seconds = c * n**k`` (least squares in log-log; k in [0.5, 3])."""
+def fit(points, min_n: int = 500):
+    """``(c, k)`` of ``seconds = c * n**k``: least squares in log-log over
+    the points with at least ``min_n`` nodes (small graphs measure overhead,
+    not growth) when two sizes are that large; ``k`` in [0.5, 3]."""
+    large = [(n, t) for n, t in points if n >= min_n]
+    if len({n for n, _ in large}) >= 2:
+        points = large
     ns = np.array([n for n, _ in points], dtype=float)
     ts = np.maximum(np.array([t for _, t in points], dtype=float), 1e-4)
     if len(set(ns)) < 2:
@@ -134,13 +141,40 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--depths", default="2,6,18,54")
     ap.add_argument("--timeout", type=float, default=20.0)
+    ap.add_argument("--refit", action="store_true", help="refit from the last run's raw figures (no new runs)")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     depths = [2, 6] if args.quick else [int(x) for x in args.depths.split(",")]
     comps = [("heuristic", h) for h in plugins.heuristics().values()] + \
             [("bound", b) for b in plugins.bounds().values()]
-    warmup([o for _, o in comps])
-    insts = instances(depths)
+    if args.refit:
+        raw = json.loads(RAW.read_text())
+        times = {k: [tuple(x) for x in v] for k, v in raw["times"].items()}
+        wins, ran, n_inst = raw["wins"], raw["ran"], raw["instances"]
+    else:
+        warmup([o for _, o in comps])
+        insts = instances(depths)
+        times, wins, ran = _run(comps, insts, args.timeout)
+        n_inst = len(insts)
+        RAW.write_text(json.dumps({"times": times, "wins": wins, "ran": ran, "instances": n_inst, "timeout": args.timeout,
+                                   "depths": depths}))
+    table = {}
+    for kind, obj in comps:
+        if obj.name not in times:
+            continue
+        # a bound that returned nothing (it declined the instance) says nothing about its growth
+        pts = [(n, t) for n, t, timed_out, got in times[obj.name] if got or timed_out or kind == "heuristic"]
+        c, k = fit(pts) if pts and not honours_limits(obj) else (None, None)
+        table[obj.name] = {"kind": kind, "c": None if c is None else float(f"{c:.4g}"),
+                           "k": None if k is None else round(k, 3),
+                           "value": round(wins.get(obj.name, 0) / max(1, ran.get(obj.name, 1)), 3),
+                           "sizes": sorted({n for n, _ in pts})}
+    _write_table(table)
+    _write_results(table, times, n_inst, args)
+    return 0
+
+
+def _run(comps, insts, timeout):
     times: dict = {}
     wins: dict = {}
     ran: dict = {}
@@ -151,9 +185,9 @@ def main(argv=None) -> int:
             ok, _ = accepts(obj, p)
             if not ok:
                 continue
-            secs, value, bound, timed_out = measure(kind, obj, p, args.timeout)
+            secs, value, bound, timed_out = measure(kind, obj, p, timeout)
             results[obj.name] = (kind, value, bound)
-            times.setdefault(obj.name, []).append((p.graph.n, secs, timed_out))
+            times.setdefault(obj.name, []).append((p.graph.n, secs, timed_out, value is not None or bound is not None))
             print(f"{label:<34} {obj.name:<22} {secs:8.3f}s {'timeout' if timed_out else ''} "
                   f"{'' if value is None else f'{value:.6g}'} {'' if bound is None else f'bound {bound:.6g}'}",
                   flush=True)
@@ -165,36 +199,26 @@ def main(argv=None) -> int:
             else:
                 won = bound is not None and bound > trivial * (1 + 1e-9)
             wins[name] = wins.get(name, 0) + int(won)
-    table = {}
-    for kind, obj in comps:
-        if obj.name not in times:
-            continue
-        pts = [(n, t) for n, t, _ in times[obj.name]]
-        c, k = fit(pts) if not honours_limits(obj) else (None, None)
-        table[obj.name] = {"kind": kind, "c": None if c is None else float(f"{c:.4g}"),
-                           "k": None if k is None else round(k, 3),
-                           "value": round(wins.get(obj.name, 0) / max(1, ran.get(obj.name, 1)), 3),
-                           "sizes": sorted({n for n, _ in pts})}
-    _write_table(table, args)
-    _write_results(table, times, insts, args)
-    return 0
+    return times, wins, ran
 
 
-def _write_table(table, args) -> None:
+def _write_table(table) -> None:
     head = TABLE_PATH.read_text().split("TABLE: dict = ")[0]
     TABLE_PATH.write_text(head + "TABLE: dict = " + pprint.pformat(table, width=110, sort_dicts=True) + "\n")
 
 
-def _write_results(table, times, insts, args) -> None:
+def _write_results(table, times, n_inst, args) -> None:
     lines = ["# Portfolio calibration", "",
              f"`python3 -m benchmarks.portfolio_calibration{' --quick' if args.quick else ''}` "
-             f"({len(insts)} instances, timeout {args.timeout:g} s per run).", "",
-             "Predicted seconds `c * n**k`; value = win rate (heuristics: within 0.1% of the best heuristic plan; "
-             "bounds: above the trivial bound).  Timeouts count at the timeout (the fit is then a lower bound).", "",
+             f"({n_inst} instances, timeout {args.timeout:g} s per run).", "",
+             "Predicted seconds `c * n**k`, fitted on the runs of at least 500 nodes (of bounds: those that returned "
+             "a bound or timed out) (`+`: killed at the timeout, counted at it: the fit is then a lower bound); value = win "
+             "rate (heuristics: within 0.1% of the best heuristic plan; bounds: above the trivial bound).  "
+             "Components that honour their limits get no prediction.", "",
              "| component | kind | c | k | value | measured (n: seconds) |", "|---|---|---|---|---|---|"]
     for name, row in sorted(table.items(), key=lambda kv: (kv[1]["kind"], kv[0])):
         pts = {}
-        for n, t, to in times[name]:
+        for n, t, to, _ in times[name]:
             pts.setdefault(n, []).append(f"{t:.3g}{'+' if to else ''}")
         meas = "; ".join(f"{n}: {'/'.join(v)}" for n, v in sorted(pts.items()))
         ck = ("-", "-") if row["c"] is None else (f"{row['c']:.3g}", f"{row['k']:.2f}")

@@ -123,11 +123,13 @@ def _solve_summary(args, problem, result, wall: float, code: int) -> int:
     from .budgets import format_bytes
     from .plan import write_plan
 
-    print(f"{'source':<22} {'status':<12} {args.objective:>12} {'TDI%':>8} {'seconds':>8}")
+    print(f"{'source':<22} {'status':<12} {args.objective:>12} {'TDI%':>8} {'seconds':>8}  note")
     for row in result.report:
         obj = _fmt_time(row.objective) if row.objective == row.objective and row.objective < float("inf") else "-"
         tdi = f"{row.tdi_pct:.2f}" if row.tdi_pct == row.tdi_pct else "-"
-        print(f"{row.source:<22} {row.status:<12} {obj:>12} {tdi:>8} {row.seconds:>8.2f}")
+        note = " ".join(str(row.note).split())
+        note = note if len(note) <= 60 else note[:57] + "..."
+        print(f"{row.source:<22} {row.status:<12} {obj:>12} {tdi:>8} {row.seconds:>8.2f}  {note}".rstrip())
     print()
     meaning = {"optimal": "a bound over every plan is reached", "feasible": "not proved optimal",
                "infeasible": "no plan exists within the budgets", "no_solution": "nothing found, nothing proved"}
