@@ -173,10 +173,10 @@ class _Run:
                 task_stop.set()
                 asked_at = t
             if asked_at is not None and t > max(asked_at, lim.deadline) + ABANDON_S and th.is_alive():
+                # it broke its promise: go on without it (its later plans still count until the end)
                 self.info.abandoned.append(task.name)
                 self.ledger.add_report(SourceReport(task.name, task.kind, "stopped", seconds=t - started,
                                                     note="did not return within its limits (left running)"))
-                self.halt.set()
                 return None
         if task_stop.is_set() and asked_at is None:
             self.halt.set()  # the component set its stop flag: the legacy way to stop the solve
