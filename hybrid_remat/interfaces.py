@@ -93,7 +93,8 @@ def accepts(obj, problem) -> tuple[bool, str]:
     bounds count, ``needs_budget`` skips it on one device when keep-all fits,
     ``needs_incumbent`` until there is a plan, ``honours_limits`` whether it
     may run in-process, ``exact``/``scoped_bound`` how its bounds are
-    reported, ``shares_incumbent`` whether it gets ``shared=``,
+    reported, ``deterministic`` that it is not run again from the same
+    incumbent, ``shares_incumbent`` whether it gets ``shared=``,
     ``bound_only`` makes a legacy heuristic a bound
     (:mod:`hybrid_remat.portfolio`).
     """

@@ -381,6 +381,27 @@ def test_a_component_predicted_to_overrun_is_skipped_with_the_reason():
     assert Scheduler.too_slow(s.construct[0], 10.0).startswith("predicted")
 
 
+class _Deterministic(Improver):
+    name = "det"
+    capabilities = frozenset({"dag", "chain", "single_device", "honours_limits", "deterministic"})
+
+    def __init__(self):
+        self.calls = 0
+
+    def improve(self, problem, plan, *, seed=0, limits=None, on_incumbent=None, shared=None):
+        self.calls += 1
+        return plan
+
+
+def test_a_deterministic_improver_does_not_rerun_from_the_same_start():
+    p = tight(seed=6)
+    det = _Deterministic()
+    r = anytime_solve(p, 30, workers=1, heuristics=["split"], bounds=[], improvers=[det], formulations=[],
+                      warm=False)
+    assert det.calls == 1  # the polish run; the long phase would start from the same plan
+    assert [x.note for x in r.report if x.source == "det"][-1] == "same start as its last run (deterministic)"
+
+
 def test_order_is_value_per_second_then_rank():
     class H(Heuristic):
         capabilities = frozenset({"dag", "chain", "single_device"})

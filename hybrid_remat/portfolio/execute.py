@@ -38,7 +38,7 @@ from ..limits import NO_LIMITS, Limits, now
 from .calls import call_bound, call_formulation, call_heuristic, call_improver, formulation_scope
 from .ledger import SourceReport
 
-__all__ = ["execute", "Outcome", "LedgerView"]
+__all__ = ["execute", "Outcome", "LedgerView", "SameStart"]
 
 
 @dataclass
@@ -68,6 +68,29 @@ class LedgerView:
 
     def lower_bound(self) -> float:
         return self._ledger.bound
+
+
+class SameStart:
+    """Remembers where each ``"deterministic"`` improver or formulation last
+    started: run again from the same incumbent, having finished within its
+    share, it would only repeat itself."""
+
+    def __init__(self):
+        self._seen: dict = {}
+
+    @staticmethod
+    def _applies(task) -> bool:
+        return task.kind in ("improver", "formulation") and "deterministic" in set(getattr(task.obj, "capabilities", ()))
+
+    def repeats(self, task, shared) -> bool:
+        return self._applies(task) and self._seen.get(id(task.obj)) == shared.incumbent_value()
+
+    def record(self, task, start_value: float, out: Outcome) -> None:
+        if self._applies(task):
+            if out.wants_more or out.needs_incumbent or out.status == "error":
+                self._seen.pop(id(task.obj), None)
+            else:
+                self._seen[id(task.obj)] = start_value
 
 
 def _counts(obj, problem) -> bool:

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from ..limits import Limits, now
-from .execute import LedgerView, execute
+from .execute import LedgerView, SameStart, execute
 from .ledger import Ledger, SourceReport
 from .scheduler import Scheduler, Task
 from .workers import Pool, SharedIncumbent, fork_context
@@ -102,6 +102,7 @@ class _Run:
         self.halt = threading.Event()
         self.ctx = fork_context()
         self.info = PortfolioRun(ledger, workers)
+        self.same_start = SameStart()
 
     # ------------------------------------------------------------ state
     def on_signal(self, name: str) -> None:
@@ -141,6 +142,10 @@ class _Run:
         if reason:
             self.skip(task, reason)
             return None
+        if self.same_start.repeats(task, LedgerView(self.ledger)):
+            self.skip(task, "same start as its last run (deterministic)")
+            return None
+        start_value = self.ledger.value
         if share is None:
             share = Scheduler.share(task, left, remaining=remaining)
         share = max(0.0, min(share, left))
@@ -149,6 +154,8 @@ class _Run:
             out = self._in_thread(task, limits, share)
         else:
             out = self._in_child(task, limits, share)
+        if out is not None:
+            self.same_start.record(task, start_value, out)
         self.check()
         return out
 

@@ -37,7 +37,7 @@ import threading
 
 from ..limits import Limits, now
 from ..simulate import simulate
-from .execute import execute
+from .execute import SameStart, execute
 from .ledger import SourceReport, better
 from .scheduler import Scheduler
 
@@ -170,6 +170,7 @@ def _worker_main(wid, pool, conn) -> None:
     _die_with_parent()
     sink = PipeSink(conn, pool.problem, pool.shared, send_all=not pool.repeat)
     tasks = pool.tasks
+    same_start = SameStart()
     rounds = 0
     try:
         while not pool.stop.is_set():
@@ -195,9 +196,12 @@ def _worker_main(wid, pool, conn) -> None:
             else:
                 break
             reason = Scheduler.too_slow(task, left)
+            if reason is None and same_start.repeats(task, pool.shared):
+                reason = "same start as its last run (deterministic)"
             if reason:
                 sink.add_report(SourceReport(task.name, task.kind, "skipped", note=reason, worker=wid))
                 continue
+            start_value = pool.shared.incumbent_value()
             share = pool.share if pool.share is not None else \
                 Scheduler.share(task, left, remaining=remaining, workers=pool.workers)
             limits = Limits(min(pool.deadline, now() + share), pool.work, pool.stop, pool.nodes)
@@ -210,6 +214,7 @@ def _worker_main(wid, pool, conn) -> None:
             finally:
                 with pool.counter_lock:
                     pool.busy.value -= 1
+            same_start.record(task, start_value, out)
             pool.wants[idx] = 0 if not pool.repeat else 1 if out.wants_more else 2 if out.needs_incumbent else 0
             sink.send(("done", wid, idx, out))
     finally:
