@@ -114,6 +114,38 @@ def test_a_stopped_worker_never_loses_the_best_plan(workers):
     assert [x.status for x in r.report if x.source == "hang"] == ["stopped"]
 
 
+class _HangingHeuristic(Heuristic):
+    """Never returns (and does not claim to honour its limits)."""
+
+    capabilities = frozenset({"dag", "chain", "single_device"})
+
+    def __init__(self, name, rank):
+        self.name, self.rank = name, rank
+
+    def run(self, problem, *, seed=0):
+        while True:
+            time.sleep(0.05)
+
+
+class _Good(Heuristic):
+    name = "good"
+    rank = 5
+    capabilities = frozenset({"dag", "chain", "single_device"})
+
+    def run(self, problem, *, seed=0):
+        return split_plan(problem, "good")
+
+
+def test_a_worker_stuck_past_its_deadline_is_replaced():
+    p = tight(seed=2)
+    hs = [_HangingHeuristic("hang_a", 0), _HangingHeuristic("hang_b", 1), _Good()]
+    r = anytime_solve(p, 8.0, workers=2, heuristics=hs, bounds=[], improvers=[], formulations=[], warm=False)
+    # both workers hang on their first task; killed at its share, fresh workers run the next one
+    assert r.plan is not None and r.plan.meta["marker"] == "good"
+    stopped = {x.source: x.note for x in r.report if x.status == "stopped"}
+    assert set(stopped) == {"hang_a", "hang_b"} and all("restarted" in n for n in stopped.values())
+
+
 class _Waits(Formulation):
     """Streams the optimal plan of a chain at full budget, then waits for its stop flag."""
 

@@ -41,7 +41,7 @@ from ..limits import Limits, now
 from .execute import LedgerView, SameStart, execute
 from .ledger import Ledger, SourceReport
 from .scheduler import Scheduler, Task
-from .workers import Pool, SharedIncumbent, fork_context
+from .workers import Pool, SharedIncumbent, fork_context, honours_limits
 
 __all__ = ["run_portfolio", "PortfolioRun", "honours_limits", "ABANDON_S", "POLL_S"]
 
@@ -49,11 +49,6 @@ __all__ = ["run_portfolio", "PortfolioRun", "honours_limits", "ABANDON_S", "POLL
 ABANDON_S = 0.5
 #: the main thread's waiting step
 POLL_S = 0.05
-
-
-def honours_limits(obj) -> bool:
-    """``obj`` declares that it returns within the limits it is given."""
-    return "honours_limits" in set(getattr(obj, "capabilities", ()))
 
 
 @dataclass
@@ -203,6 +198,7 @@ class _Run:
         try:
             while pool.alive():
                 pool.poll(POLL_S)
+                pool.enforce()
                 self.check()
                 if self.halt.is_set() or now() >= deadline:
                     pool.request_stop()

@@ -21,8 +21,11 @@ parent sets the shared stop flag, waits :data:`GRACE_S` and kills what is
 still running.  Workers ignore SIGINT (a Ctrl-C reaches the whole process
 group; the parent decides) and take SIGTERM's default action.
 
-A single task that cannot be trusted to return within its limits (no
-``"honours_limits"``) runs the same way in a one-worker pool.
+A task that cannot be trusted to return within its limits (no
+``"honours_limits"``) is held to its deadline from outside: its worker is
+killed :data:`GRACE_S` after it and a fresh worker takes the next tasks
+(:meth:`Pool.enforce`).  In a one-process solve such a task runs alone in a
+one-worker pool, killed the same way.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ from ..simulate import simulate
 from .execute import SameStart, execute
 from .ledger import SourceReport, better
 from .scheduler import Scheduler
+
+
+def honours_limits(obj) -> bool:
+    """``obj`` declares that it returns within the limits it is given."""
+    return "honours_limits" in set(getattr(obj, "capabilities", ()))
 
 __all__ = ["Pool", "SharedIncumbent", "PipeSink", "fork_context", "GRACE_S"]
 
@@ -186,7 +194,7 @@ def _worker_main(wid, pool, conn) -> None:
             elif pool.repeat:
                 idx, remaining = _pick_again(pool, wid, rounds)
                 if idx is None:
-                    if pool.busy.value > 0:  # others may still find a plan or want more
+                    if any(pool.busy[:]):  # others may still find a plan or want more
                         pool.stop.wait(0.05)
                         continue
                     break
@@ -205,15 +213,13 @@ def _worker_main(wid, pool, conn) -> None:
             share = pool.share if pool.share is not None else \
                 Scheduler.share(task, left, remaining=remaining, workers=pool.workers)
             limits = Limits(min(pool.deadline, now() + share), pool.work, pool.stop, pool.nodes)
-            sink.send(("start", wid, idx, task.name, task.kind))
-            with pool.counter_lock:
-                pool.busy.value += 1
+            sink.send(("start", wid, idx, task.name, task.kind, limits.deadline, honours_limits(task.obj)))
+            pool.busy[wid] = 1
             try:
                 out = execute(task, pool.problem, sink, pool.shared, limits=limits, share=share, seed=seed,
                               worker=wid)
             finally:
-                with pool.counter_lock:
-                    pool.busy.value -= 1
+                pool.busy[wid] = 0
             same_start.record(task, start_value, out)
             pool.wants[idx] = 0 if not pool.repeat else 1 if out.wants_more else 2 if out.needs_incumbent else 0
             sink.send(("done", wid, idx, out))
@@ -239,23 +245,66 @@ class Pool:
         self.stop = ctx.Event()
         self.counter = ctx.RawValue("q", 0)
         self.counter_lock = ctx.Lock()
-        self.busy = ctx.RawValue("i", 0)  # workers inside a task (or choosing one)
+        self.busy = ctx.RawArray("b", max(1, int(workers)))  # each worker's own flag: inside a task
         self.wants = ctx.RawArray("b", max(1, len(self.tasks)))
         self.procs: list = []
+        self.by_wid: dict = {}  # worker id -> (process, conn)
         self.conns: dict = {}  # conn -> worker id
-        self.running: dict = {}  # worker id -> (task index, name, kind, started)
+        self.running: dict = {}  # worker id -> (task index, name, kind, started, deadline, honours its limits)
+        self.respawned = 0
         self.outcomes: dict = {}  # task index -> Outcome (last run)
         self.stopped_at: float | None = None
         self.asked = False  # the parent set the stop flag (else a component did)
 
     def start(self) -> None:
         for wid in range(self.workers):
-            r, w = self.ctx.Pipe(duplex=False)
-            p = self.ctx.Process(target=_worker_main, args=(wid, self, w), name=f"hybrid-remat-worker-{wid}")
-            p.start()
-            w.close()
-            self.procs.append(p)
-            self.conns[r] = wid
+            self._spawn(wid)
+
+    def _spawn(self, wid: int) -> None:
+        r, w = self.ctx.Pipe(duplex=False)
+        p = self.ctx.Process(target=_worker_main, args=(wid, self, w), name=f"hybrid-remat-worker-{wid}")
+        p.start()
+        w.close()
+        self.procs.append(p)
+        self.conns[r] = wid
+        self.by_wid[wid] = (p, r)
+
+    def enforce(self) -> None:
+        """(several workers) A task that does not honour its limits and runs
+        past its deadline: kill its worker (its reported plans are kept)
+        and start a fresh one on the next tasks."""
+        if not self.repeat or self.stop.is_set():
+            return
+        t = now()
+        for wid, (idx, name, tkind, t0, deadline, honours) in list(self.running.items()):
+            if honours or t <= deadline + GRACE_S:
+                continue
+            proc, conn = self.by_wid[wid]
+            proc.kill()
+            proc.join(1.0)
+            self._drain(conn)
+            self._closed(conn)
+            self.busy[wid] = 0
+            self.wants[idx] = 0
+            self.running.pop(wid, None)
+            self.ledger.add_report(SourceReport(name, tkind, "stopped", seconds=t - t0,
+                                                note="killed at its deadline (worker restarted)", worker=wid))
+            if self.deadline - now() > GRACE_S:
+                self.respawned += 1
+                self._spawn(wid)
+
+    def _drain(self, conn) -> None:
+        while conn in self.conns:
+            try:
+                if not conn.poll():
+                    return
+                msg = conn.recv()
+            except (EOFError, OSError, pickle.UnpicklingError, AttributeError, ImportError):
+                self._closed(conn)
+                return
+            self._handle(self.conns[conn], msg)
+            if msg[0] == "exit":
+                self._closed(conn)
 
     def alive(self) -> bool:
         return any(p.is_alive() for p in self.procs) or bool(self.conns)
@@ -267,17 +316,7 @@ class Pool:
                 mpc.wait([p.sentinel for p in self.procs if p.is_alive()] or [], timeout)
             return
         for conn in mpc.wait(list(self.conns), timeout):
-            while conn in self.conns:
-                try:
-                    if not conn.poll():
-                        break
-                    msg = conn.recv()
-                except (EOFError, OSError, pickle.UnpicklingError, AttributeError, ImportError):
-                    self._closed(conn)
-                    break
-                self._handle(self.conns[conn], msg)
-                if msg[0] == "exit":
-                    self._closed(conn)
+            self._drain(conn)
 
     def _closed(self, conn) -> None:
         self.conns.pop(conn, None)
@@ -306,8 +345,8 @@ class Pool:
         elif kind == "stats":
             led.add_stats(msg[1], msg[2])
         elif kind == "start":
-            _, _, idx, name, tkind = msg
-            self.running[wid] = (idx, name, tkind, now())
+            _, _, idx, name, tkind, deadline, honours = msg
+            self.running[wid] = (idx, name, tkind, now(), deadline, honours)
         elif kind == "done":
             self.running.pop(wid, None)
             self.outcomes[msg[2]] = msg[3]
@@ -333,7 +372,7 @@ class Pool:
         for p in self.procs:
             p.join(1.0)
         self.poll(0)  # complete messages already in the pipes
-        for wid, (_, name, tkind, t0) in sorted(self.running.items()):
+        for wid, (_, name, tkind, t0, _, _) in sorted(self.running.items()):
             self.ledger.add_report(SourceReport(name, tkind, "stopped", seconds=now() - t0,
                                                 note="killed at its deadline", worker=wid))
         self.running.clear()
