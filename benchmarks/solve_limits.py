@@ -5,7 +5,7 @@ Builds llama-like training graphs (the profiled layer of
 77 and 217 layers: about 10k and 28k nodes) into a temporary directory (graph
 files are not committed), runs the command line on each as a user would
 (``python3 -m hybrid_remat.cli solve GRAPH --budget 50% --time-limit T``)
-and reads its summary line ``in Xs (warm-up Ys, ...)``: the solve took
+and reads its summary line ``time Xs (warm-up Ys, ...)``: the solve took
 ``X - Y`` seconds; graph loading is the rest of the process's wall time.
 
 Usage::
@@ -33,7 +33,7 @@ from hybrid_remat.testing import write_remat_graph
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "results" / "solve_limits.md"
-SUMMARY = re.compile(r"in ([0-9.]+)s \(warm-up ([0-9.]+)s, (\d+) worker")
+SUMMARY = re.compile(r"^time\s+([0-9.]+)s \(warm-up ([0-9.]+)s, (\d+) worker", re.M)
 
 
 def main(argv=None) -> int:

@@ -136,6 +136,9 @@ def _solve_summary(args, problem, result, wall: float, code: int) -> int:
     print(f"status       {result.status} ({meaning.get(result.status, '')})")
     if result.interrupted:
         print(f"interrupted  {result.stats.get('signal') or 'stopped'}: the best plan so far")
+    nw = result.stats.get("workers", 1)
+    print(f"time         {wall:.1f}s (warm-up {result.stats.get('warmup_s', 0.0):.1f}s, "
+          f"{nw} worker{'s' if nw != 1 else ''})")
     if result.plan is None:
         if result.status != "infeasible":
             print(f"lower bound  {_fmt_time(result.lower_bound)} ({result.bound_source})")
@@ -153,8 +156,7 @@ def _solve_summary(args, problem, result, wall: float, code: int) -> int:
         print(f"class bound  {_fmt_time(result.class_bound)}  gap {max(cls_gap, 0.0):.3f}%  "
               f"(plans of {result.class_bound_scope} only)")
     print(f"peak         {peaks}  (budget {budgets})")
-    print(f"solver       {result.solver}  in {wall:.1f}s (warm-up {result.stats.get('warmup_s', 0.0):.1f}s, "
-          f"{result.stats.get('workers', 1)} worker{'s' if result.stats.get('workers', 1) != 1 else ''})")
+    print(f"solver       {result.solver}")
     if args.out:
         write_plan(args.out, result.plan, problem, result.summary(), overwrite=args.force)
         print(f"plan written {args.out}{' (interrupted)' if result.interrupted else ''}")
