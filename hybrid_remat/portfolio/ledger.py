@@ -300,4 +300,7 @@ class Ledger:
             return
         with self._notify_lock:
             for e in events:
-                self.on_improve(e)
+                try:
+                    self.on_improve(e)
+                except Exception as err:  # the caller's callback must not break the solve (nor blame a component)
+                    self.stats.setdefault("on_improve_error", repr(err))

@@ -38,6 +38,7 @@ import pickle
 import signal
 import threading
 
+from ..errors import HybridRematError
 from ..limits import Limits, now
 from ..simulate import simulate
 from .execute import SameStart, execute
@@ -56,7 +57,10 @@ GRACE_S = 0.3
 
 
 def fork_context():
-    """The ``fork`` multiprocessing context, or ``None`` where there is none."""
+    """The ``fork`` multiprocessing context, or ``None`` where there is none
+    (or where this process may have no children: a daemonic process)."""
+    if mp.current_process().daemon:
+        return None
     try:
         return mp.get_context("fork")
     except ValueError:
@@ -330,7 +334,11 @@ class Pool:
         led = self.ledger
         if kind == "plan":
             _, source, plan = msg
-            sim, improved = led.offer_plan(plan, source)
+            try:
+                sim, improved = led.offer_plan(plan, source)
+            except HybridRematError as e:  # a plan the simulator cannot even read: the worker checked it, still
+                led.add_report(SourceReport(source, "plan", "error", note=str(e), worker=wid))
+                return
             if improved and isinstance(self.shared, SharedIncumbent):
                 self.shared.publish(plan, led.value)
         elif kind == "bound":
