@@ -12,7 +12,7 @@ simulator has verified::
 """
 
 from . import generators, plot
-from .anytime import Result, anytime_solve
+from .anytime import Result, SolveInterrupted, anytime_solve
 from .budgets import keep_all_peak, min_feasible_budget, parse_budget
 from .errors import BudgetError, GraphError, HybridRematError, PlanError, PluginError, SolverError
 from .graph import Graph
@@ -26,7 +26,7 @@ from .sweep import sweep
 __version__ = "0.1.0"
 
 __all__ = [
-    "generators", "anytime_solve", "Result", "keep_all_peak", "min_feasible_budget", "parse_budget",
+    "generators", "anytime_solve", "Result", "SolveInterrupted", "keep_all_peak", "min_feasible_budget", "parse_budget",
     "BudgetError", "GraphError", "HybridRematError", "PlanError", "PluginError", "SolverError",
     "Graph", "hookimpl", "load_graph", "Plan", "keep_all_plan", "plan_from_rs", "read_plan",
     "rs_from_plan", "write_plan", "Device", "Link", "Problem", "SimulationResult", "simulate", "plot", "sweep",

@@ -1,36 +1,45 @@
-"""Anytime solving: heuristics first, then exact formulations warm-started
-with the best heuristic plan, within one time limit.
+"""Anytime solving: the best simulator-verified plan within a time limit,
+with a bound and a gap.
 
-:func:`anytime_solve` is the library's main entry point.  Every plan it
-reports has passed :func:`~hybrid_remat.simulate.simulate`; the objective is
-the simulator's serial ``total_time`` (sum of compute and copy times).
+:func:`anytime_solve` is the library's main entry point, a small function
+over the portfolio (:mod:`hybrid_remat.portfolio`): a ledger (incumbent,
+bounds, status), a scheduler (admission, order by measured value per
+second, time shares) and a runner (in this process or in worker processes).
+Every reported plan passed :func:`~hybrid_remat.simulate.simulate` and is
+valued by ``problem.objective`` (serial time unless the problem or
+``objective=`` says makespan).
 
-Timing.  Numba kernels are compiled (or loaded from cache) *before* the
-clock starts: :func:`warmup` calls ``hybrid_remat.heuristics.warmup()`` when
-it exists and runs the simulator on a tiny problem.  The time limit covers
-heuristics, model construction and solving; the solve stops within about a
-second of the limit.  Formulations share the time left after the heuristics
-equally, in order; time left by those that finish early goes back once to
-those that ran out of theirs (a second round, when at least
-``SECOND_ROUND_MIN_S`` seconds remain).  Ctrl-C returns the best plan found
-so far.
+Order.  Heuristics and bounds first (the first plan fast), improvers on the
+first incumbent, then formulations warm-started with the incumbent and
+improvers again sharing the time left; tasks that used their whole share
+get the time others left, in further rounds.
 
-Bounds.  The trivial bound is every node computed once on its cheapest
-device.  Bound sources that declare ``bound_scope = "all plans"`` (the cut
-bound, :mod:`hybrid_remat.exact.bounds`) bound every plan: a plan that
-reaches such a bound is optimal, and the remaining sources are skipped ("gap
-closed").  Formulations and bounding heuristics (the LP relaxation) report
-bounds of their own model; the built-in Checkmate model's bound covers the
-*staged* plans (first computations in the reference order), see
-:mod:`hybrid_remat.exact.checkmate`.  ``Result.bound_scope`` says which bound
-is reported.  A model bound above a plan found outside the model is
-discarded (it cannot be a bound for the whole problem).
+Timing.  Warm-up (Numba kernels of every component, the simulator at a
+small size, each component's ``warmup()``) runs *before* the clock starts
+and is reported apart (``stats["warmup_s"]``).  The solve returns within
+about a second of the limit at any size: components that declare
+``"honours_limits"`` return within theirs; the others run in forked
+processes that are killed at their deadline.  A component predicted to
+need more than the time left is skipped, with the reason in the report.
+
+Statuses.  ``optimal`` only when a plan reaches a bound over every plan
+(``Result.lower_bound`` is always such a bound; ``Result.bound_source`` says
+where it came from); the solve then stops at once.  A restricted class's
+bound (the staged Checkmate model's) is reported as
+``Result.class_bound`` with ``Result.class_bound_scope``, never as
+optimality: a class optimum is ``feasible``.  ``infeasible`` when a bound
+over every plan is ``+inf`` (the feasibility check), ``no_solution``
+otherwise.
+
+Signals.  Ctrl-C (and what ``signals=`` names) stops every component within
+about a second; the best result so far is attached to the
+:class:`SolveInterrupted` raised (a ``KeyboardInterrupt``).
 
 Examples
 --------
 >>> from hybrid_remat.generators import chain
 >>> from hybrid_remat.problem import Problem
->>> r = anytime_solve(Problem.single(chain(6, bytes=1), 3), 10, node_limit=1000)
+>>> r = anytime_solve(Problem.single(chain(6, bytes=1), 3), 10, node_limit=1000, workers=1)
 >>> r.status, r.objective >= r.lower_bound
 ('optimal', True)
 """
@@ -39,52 +48,29 @@ from __future__ import annotations
 
 import math
 import threading
-import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from . import plugins
 from .errors import HybridRematError
-from .interfaces import accepts
+from .interfaces import ALL_PLANS
+from .limits import now
+from .objective import MAKESPAN, SERIAL
+from .portfolio import Improvement, Ledger, SourceReport, as_bound, default_workers, run_portfolio
+from .portfolio.calls import call_bound, call_heuristic
+from .portfolio.runner import catch_signals
 from .simulate import simulate
 
-__all__ = ["anytime_solve", "Result", "SourceReport", "Improvement", "warmup", "trivial_lower_bound",
-           "makespan_lower_bound", "OBJECTIVES"]
+__all__ = ["anytime_solve", "Result", "SourceReport", "Improvement", "SolveInterrupted", "warmup",
+           "trivial_lower_bound", "makespan_lower_bound", "OBJECTIVES"]
 
+OBJECTIVES = ("serial", "makespan")
 
-@dataclass
-class SourceReport:
-    """One heuristic's or formulation's outcome.
-
-    ``kind``: ``heuristic``, ``bound`` (a bound source: ``objective`` and
-    ``tdi_pct`` are its bound) or ``formulation``.  ``status``: ``valid``,
-    ``over_budget`` (simulated but over the budget or invalid), ``no_plan``,
-    ``error``, ``skipped``, ``bound``, or a formulation's status (``optimal``,
-    ``feasible``, ``infeasible``, ``no_solution``).
-    """
-
-    source: str
-    kind: str
-    status: str
-    objective: float = float("inf")
-    tdi_pct: float = float("nan")
-    seconds: float = 0.0
-    note: str = ""
-
-
-@dataclass
-class Improvement:
-    """Passed to ``on_improve`` for each new best plan or better bound."""
-
-    seconds: float
-    objective: float
-    bound: float
-    gap: float
-    source: str
-    plan: object = None
-    simulation: object = None
+#: a task that used its whole share gets another round with the time others left, if at least this much remains
+SECOND_ROUND_MIN_S = 5.0
+#: seconds of the time left kept back from a later round (formulations overrun their limit slightly)
+SECOND_ROUND_MARGIN_S = 2.0
 
 
 @dataclass
@@ -95,25 +81,31 @@ class Result:
     ----------
     plan : Plan or None
     objective : float
-        Simulated total time of ``plan`` (``inf`` without a plan).
+        ``problem.objective`` of the simulated ``plan`` (``inf`` without one).
     lower_bound : float
+        A bound over every plan (``inf``: no plan exists).
     gap : float
         ``(objective - lower_bound) / objective`` (``inf`` without a plan).
     status : str
-        ``optimal`` (a formulation proved ``plan`` optimal over its plan
-        class: for ``checkmate``, the staged plans with the modelled order
-        of first computations; see ``bound_scope``), ``feasible``,
-        ``infeasible`` (the exact model proved its plan class empty and
-        nothing was found) or ``no_solution``.
+        ``optimal`` (``plan`` reaches ``lower_bound``), ``feasible``,
+        ``infeasible`` (a bound over every plan is ``+inf``) or
+        ``no_solution``.
     history : list of (seconds, objective, bound, source)
     report : list of SourceReport
     simulation : SimulationResult or None
     solver : str
         The source of ``plan``.
-    bound_scope : str
-        ``"trivial"`` or the model whose bound is reported.
+    bound_source : str
+        Where ``lower_bound`` came from (``"trivial"``: every node once on
+        its cheapest device).
+    class_bound, class_bound_scope : float, str
+        The best bound of a restricted plan class and the class
+        (``-inf``, ``""`` when none): e.g. Checkmate's staged plans.
+    interrupted : bool
+        Stopped by a signal or the caller's ``stop`` before its end.
     stats : dict
-        Per-formulation statistics and run facts.
+        Per-formulation statistics and run facts (``warmup_s``,
+        ``seconds``, ``workers``, ``defects``, ``class_bounds``).
     """
 
     plan: object
@@ -125,12 +117,21 @@ class Result:
     report: list = field(default_factory=list)
     simulation: object = None
     solver: str = ""
-    bound_scope: str = "trivial"
+    bound_source: str = "trivial"
+    class_bound: float = -math.inf
+    class_bound_scope: str = ""
+    interrupted: bool = False
     stats: dict = field(default_factory=dict)
 
+    @property
+    def bound_scope(self) -> str:
+        """Older name of :attr:`bound_source` (the bound always covers every plan now)."""
+        return self.bound_source
+
     def summary(self) -> dict:
-        """The plan file's ``summary``: total_time, tdi_pct, peak_bytes,
-        lower_bound, gap, solver (plus status and makespan)."""
+        """The plan file's ``summary``: objective, total_time, tdi_pct,
+        peak_bytes, makespan, lower_bound (over every plan) and its source,
+        gap, solver, status, class bound and scope, interrupted."""
         sim = self.simulation
         return {
             "objective": self.stats.get("objective", "serial"),
@@ -139,10 +140,14 @@ class Result:
             "peak_bytes": dict(sim.peak_bytes) if sim is not None else {},
             "makespan": sim.makespan if sim is not None else None,
             "lower_bound": self.lower_bound,
+            "bound_source": self.bound_source,
+            "bound_scope": self.bound_source,
             "gap": self.gap,
             "solver": self.solver,
             "status": self.status,
-            "bound_scope": self.bound_scope,
+            "class_bound": self.class_bound if math.isfinite(self.class_bound) else None,
+            "class_bound_scope": self.class_bound_scope or None,
+            "interrupted": self.interrupted,
         }
 
     def table(self) -> str:
@@ -155,12 +160,49 @@ class Result:
         return "\n".join(lines)
 
 
-def warmup() -> None:
-    """Compile or load every Numba kernel the solve path uses (not timed)."""
-    from .generators import chain
-    from .plan import keep_all_plan
-    from .problem import Problem
+class SolveInterrupted(KeyboardInterrupt):
+    """A solve stopped by a signal; ``result`` is the best found so far
+    (``result.interrupted`` is true), ``signal`` the signal's name."""
 
+    def __init__(self, result: Result, signal: str = "SIGINT"):
+        super().__init__(f"solve interrupted by {signal}")
+        self.result = result
+        self.signal = signal
+
+
+def trivial_lower_bound(problem) -> float:
+    """Every node computed once, each on its cheapest compute device."""
+    return SERIAL.trivial_bound(problem)
+
+
+def makespan_lower_bound(problem) -> float:
+    """The makespan bound of :class:`~hybrid_remat.objective.Makespan`."""
+    return MAKESPAN.trivial_bound(problem)
+
+
+def _tiny_problems():
+    from .generators import chain
+    from .problem import Device, Link, Problem
+
+    g = chain(3, bytes=1)
+    g2 = chain(4, bytes=1).with_costs({"gpu": [1.0] * 4, "cpu": [2.0] * 4})
+    multi = Problem(g2, [Device("gpu", "gpu", 3), Device("cpu", "cpu", 64)],
+                    [Link("gpu", "cpu", 1.0), Link("cpu", "gpu", 1.0)])
+    return Problem.single(g, 3), multi
+
+
+def warmup(components=()) -> float:
+    """Compile or load every Numba kernel the solve path uses; returns the
+    seconds it took (never inside a time limit).
+
+    Calls ``hybrid_remat.heuristics.warmup()``, the simulator on a tiny
+    problem, every component's ``warmup()`` where it has one, and runs the
+    built-in heuristics and bounds without one on tiny problems.
+    """
+    from .limits import Limits
+    from .plan import keep_all_plan
+
+    t0 = now()
     try:
         from . import heuristics as _h
 
@@ -168,45 +210,25 @@ def warmup() -> None:
             _h.warmup()
     except Exception:  # a broken warm-up must not stop solving
         pass
-    g = chain(3, bytes=1)
-    simulate(Problem.single(g, 3), keep_all_plan(g, "cost"))
-
-
-def trivial_lower_bound(problem) -> float:
-    """Every node computed once, each on its cheapest compute device."""
-    cm = np.asarray(problem.cost_matrix, dtype=np.float64)
-    can = np.asarray(problem.can_compute, dtype=bool)
-    return float(cm[can].min(axis=0).sum())
-
-
-def makespan_lower_bound(problem) -> float:
-    """A bound on the makespan of any plan: the longest path with each node at
-    its cheapest compute device (no copy costs), and the total of the cheapest
-    costs spread over the compute devices."""
-    cm = np.asarray(problem.cost_matrix, dtype=np.float64)
-    can = np.asarray(problem.can_compute, dtype=bool)
-    c = cm[can].min(axis=0)
-    g = problem.graph
-    finish = np.zeros(g.n, dtype=np.float64)
-    for v in range(g.n):  # nodes are numbered in a topological order
-        p = g.preds(v)
-        finish[v] = c[v] + (finish[p].max() if p.size else 0.0)
-    return float(max(finish.max(initial=0.0), c.sum() / max(1, int(can.sum()))))
-
-
-OBJECTIVES = ("serial", "makespan")
-
-#: a formulation that ran out of time gets a second run with the time others left, if at least this much
-SECOND_ROUND_MIN_S = 5.0
-#: seconds of the time left kept back from the second round (formulations overrun their limit slightly)
-SECOND_ROUND_MARGIN_S = 2.0
-
-
-def _better(a: float, b: float) -> bool:
-    """``a`` is smaller than ``b`` by more than round-off (``b`` may be inf)."""
-    if not math.isfinite(b):
-        return math.isfinite(a) or a < b
-    return a < b - 1e-12 * max(1.0, abs(b))
+    single, multi = _tiny_problems()
+    simulate(single, keep_all_plan(single.graph, "cost"))
+    simulate(multi, keep_all_plan(multi.graph, "gpu"))
+    for obj in components:
+        try:
+            if callable(getattr(obj, "warmup", None)):
+                obj.warmup()
+                continue
+            if not type(obj).__module__.startswith("hybrid_remat."):
+                continue
+            caps = set(getattr(obj, "capabilities", ()))
+            for p in ((single,) if "single_device" in caps else ()) + ((multi,) if "multi_device" in caps else ()):
+                if callable(getattr(obj, "bound", None)):
+                    call_bound(obj, p, limits=Limits.seconds(2.0))
+                elif callable(getattr(obj, "run", None)):
+                    call_heuristic(obj, p, seed=0, limits=Limits.seconds(2.0))
+        except Exception:
+            pass
+    return now() - t0
 
 
 def _resolve(kind: str, wanted, registry: dict) -> list:
@@ -225,287 +247,110 @@ def _resolve(kind: str, wanted, registry: dict) -> list:
     return out
 
 
-def anytime_solve(problem, time_limit: float, *, heuristics=None, formulations=None,
-                  on_improve: Callable | None = None, seed: int = 0, node_limit: int | None = None,
-                  stop: threading.Event | None = None, warm: bool = True, local_search: bool = True,
-                  objective: str = "serial") -> Result:
+def _bounds_from_heuristics(heur: list) -> tuple[list, list]:
+    """Legacy ``bound_only`` heuristics become bounds (with a PluginWarning)."""
+    keep, as_bounds = [], []
+    for h in heur:
+        if "bound_only" in set(getattr(h, "capabilities", ())):
+            warnings.warn(f"heuristic {getattr(h, 'name', h)!r} declares 'bound_only': it is used as a bound; "
+                          "register it through hybrid_remat_register_bounds", plugins.PluginWarning, stacklevel=3)
+            as_bounds.append(as_bound(h))
+        else:
+            keep.append(h)
+    return keep, as_bounds
+
+
+def anytime_solve(problem, time_limit: float, *, workers: int | None = None, heuristics=None, bounds=None,
+                  improvers=None, formulations=None, seed: int = 0, on_improve: Callable | None = None,
+                  stop: threading.Event | None = None, warm: bool = True, objective=None,
+                  node_limit: int | None = None, work_limit: int | None = None, signals=("SIGINT",),
+                  local_search: bool | None = None) -> Result:
     """Best verified plan for ``problem`` within ``time_limit`` seconds.
 
     Parameters
     ----------
     problem : Problem
     time_limit : float
-        Seconds for heuristics plus exact solving (warm-up excluded).
-    heuristics, formulations : list of names or objects, optional
-        Default: every registered one that accepts the problem
-        (:func:`hybrid_remat.interfaces.accepts`) except those that declare
-        ``run_by_default = False`` (name them to run them); heuristics and
-        formulations run by ``rank``.  Pass ``[]`` to skip a stage.
+        Seconds for the portfolio (warm-up excluded).
+    workers : int, optional
+        Processes running the portfolio; default: the cores this process
+        may use.  ``1`` runs in this process and, with ``node_limit`` or
+        ``work_limit``, repeats exactly for a seed.
+    heuristics, bounds, improvers, formulations : list of names or objects, optional
+        Default: every registered one (``plugins.heuristics()``, ...) that
+        admits the problem, except those with ``run_by_default = False``
+        (name them to run them).  ``[]`` skips a kind.
+    seed : int
     on_improve : callable, optional
         Called with an :class:`Improvement` on each better plan or bound.
-    seed : int
-        Passed to heuristics and to SCIP; with ``node_limit`` the result is
-        deterministic.
-    node_limit : int, optional
-        Branch-and-bound node limit for formulations (tests).
     stop : threading.Event, optional
         Set it (from another thread) to stop early.
     warm : bool
         Run :func:`warmup` first (outside the limit).
-    objective : {"serial", "makespan"}
-        What "best" means: the simulator's serial ``total_time`` (default)
-        or its ``makespan`` (devices and copy directions overlap).  Exact
-        formulations optimise serial time; with ``"makespan"`` their plans
-        are compared by makespan, their bounds are not used (a serial bound
-        does not bound the makespan) and the bound is
-        :func:`makespan_lower_bound`.
-    local_search : bool
-        Polish the best plan by dropping recomputations
-        (:func:`hybrid_remat.exact.local_search.drop_recomputations`) after
-        the heuristics (10 % of the time left) and at the end.
+    objective : {"serial", "makespan"}, optional
+        Solve ``problem.with_objective(objective)``; default: the problem's.
+    node_limit, work_limit : int, optional
+        Node limit of exact models and work budget of every component (tests).
+    signals : tuple of str
+        Signals that stop the solve (handled in the main thread only, where
+        no other handler is installed); the CLI adds ``"SIGTERM"``.
+    local_search : bool, optional
+        Older switch: ``False`` runs no improvers (``improvers=[]``).
 
     Raises
     ------
     HybridRematError
-        An unknown heuristic or formulation name.
+        An unknown component name, objective or a bad time limit.
+    SolveInterrupted
+        A signal stopped the solve; ``.result`` holds the best plan.
     """
     if not (isinstance(time_limit, (int, float)) and time_limit >= 0 and math.isfinite(time_limit)):
         raise HybridRematError(f"time_limit must be a finite number of seconds >= 0, not {time_limit!r}")
-    if objective not in OBJECTIVES:
-        raise HybridRematError(f"unknown objective {objective!r}: use 'serial' or 'makespan'")
-    serial = objective == "serial"
+    if objective is not None:
+        problem = problem.with_objective(objective)
+    if local_search is False and improvers is None:
+        improvers = []
+    heur = _resolve("heuristic", heuristics, plugins.heuristics())
+    bnds = [as_bound(b) for b in _resolve("bound", bounds, plugins.bounds())]
+    imps = _resolve("improver", improvers, plugins.improvers())
+    forms = _resolve("formulation", formulations, plugins.formulations())
+    heur, legacy_bounds = _bounds_from_heuristics(heur)
+    bnds += legacy_bounds
+    workers = default_workers() if workers is None else max(1, int(workers))
+    early: dict = {}  # a signal during the warm-up: nothing runs
+    with catch_signals(signals, lambda name: early.setdefault("signal", name)):
+        warm_s = warmup(heur + bnds + imps + forms) if warm else 0.0
+    t0 = now()
+    ledger = Ledger(problem, on_improve=on_improve, t0=t0)
+    run = run_portfolio(
+        problem, deadline=t0 + (0.0 if early else float(time_limit)), heuristics=heur, bounds=bnds,
+        improvers=imps, formulations=forms, workers=workers, seed=seed, node_limit=node_limit,
+        work_limit=work_limit, stop=stop, signals=signals, second_round_min_s=SECOND_ROUND_MIN_S,
+        second_round_margin_s=SECOND_ROUND_MARGIN_S, ledger=ledger,
+    )
+    run.signal = run.signal or early.get("signal")
+    result = _result(ledger, run, warm_s)
+    if run.signal is not None:
+        raise SolveInterrupted(result, run.signal)
+    return result
 
-    def value(sim) -> float:
-        return sim.total_time if serial else sim.makespan
 
-    heur_objs = _resolve("heuristic", heuristics, plugins.heuristics())
-    form_objs = _resolve("formulation", formulations, plugins.formulations())
-    if warm:
-        warmup()
-    stop = stop or threading.Event()
-    t0 = time.perf_counter()
-    deadline = t0 + max(0.0, float(time_limit))
-    trivial = trivial_lower_bound(problem) if serial else makespan_lower_bound(problem)
-    st = {
-        "plan": None, "obj": float("inf"), "sim": None, "source": "",
-        "lb": trivial, "scope": "trivial", "model_lbs": [], "global_lb": trivial, "global_scope": "trivial",
-    }
-    history: list = []
-    report: list = []
-    stats: dict = {"trivial_lower_bound": trivial, "formulations": {}, "objective": objective}
-
-    def now() -> float:
-        return time.perf_counter() - t0
-
-    def gap() -> float:
-        if not math.isfinite(st["obj"]):
-            return float("inf")
-        return max(0.0, (st["obj"] - st["lb"]) / st["obj"]) if st["obj"] > 0 else 0.0
-
-    def notify(source: str) -> None:
-        if on_improve is not None:
-            on_improve(Improvement(now(), st["obj"], st["lb"], gap(), source, st["plan"], st["sim"]))
-
-    def offer(plan, source: str):
-        """Simulate a plan; keep it if valid and better. Returns (simulation, improved)."""
-        sim = simulate(problem, plan)
-        if sim.valid and _better(value(sim), st["obj"]):
-            st.update(plan=plan, obj=value(sim), sim=sim, source=source)
-            _refresh_bound()
-            history.append((now(), st["obj"], st["lb"], source))
-            notify(source)
-            return sim, True
-        return sim, False
-
-    def _refresh_bound() -> None:
-        # bounds over every plan always count; model bounds only while no plan beats them (else they do not
-        # bound the whole problem)
-        lb, scope = st["global_lb"], st["global_scope"]
-        for value, src in st["model_lbs"]:
-            if value > lb and value <= st["obj"] * (1 + 1e-9):
-                lb, scope = value, src
-        st["lb"], st["scope"] = min(lb, st["obj"]), scope
-
-    def proven_globally() -> bool:
-        """A plan reaches a bound that covers every plan: nothing can beat it."""
-        return st["plan"] is not None and st["global_lb"] >= st["obj"] * (1 - 1e-9)
-
-    def offer_bound(value: float, source: str, all_plans: bool = False) -> None:
-        if not math.isfinite(value) or not serial:  # model bounds are serial-time bounds
-            return
-        if all_plans:
-            if value > st["global_lb"]:
-                st["global_lb"], st["global_scope"] = float(value), source
-        else:
-            st["model_lbs"].append((float(value), source))
-        old = st["lb"]
-        _refresh_bound()
-        if _better(old, st["lb"]):
-            history.append((now(), st["obj"], st["lb"], source))
-            notify(source)
-
-    def polish(name: str, share: float) -> None:
-        """Drop recomputations from the best plan (single device), within a share of the time left."""
-        if not local_search or st["plan"] is None or not problem.is_single_device or stop.is_set():
-            return
-        if proven_globally():
-            return
-        if st["sim"] is not None and st["sim"].n_recompute == 0:
-            return
-        left = deadline - time.perf_counter()
-        if left <= 0:
-            return
-        from .exact.local_search import drop_recomputations
-
-        ts = time.perf_counter()
-        before = st["obj"]
-        plan = drop_recomputations(problem, st["plan"], deadline=ts + left * share)
-        sim, improved = offer(plan, name)
-        secs = time.perf_counter() - ts
-        report.append(SourceReport(name, "improver", "improved" if improved else "no_change",
-                                   st["obj"], st["sim"].tdi_pct if st["sim"] is not None else float("nan"), secs,
-                                   f"from {before:.6g}"))
-
-    interrupted = False
-    formulation_statuses: list = []
-    try:
-        # ---------------------------------------------------------- heuristics
-        heur = []
-        for h in heur_objs:
-            ok, why = accepts(h, problem)
-            if ok:
-                heur.append(h)
-            else:
-                report.append(SourceReport(h.name, "heuristic", "skipped", note=why))
-        heur.sort(key=lambda h: (float(getattr(h, "rank", 10.0)), h.name))
-        for h in heur:
-            if stop.is_set() or time.perf_counter() >= deadline:
-                report.append(SourceReport(h.name, "heuristic", "skipped", note="time limit"))
-                continue
-            if proven_globally():
-                report.append(SourceReport(h.name, "heuristic", "skipped", note="gap closed"))
-                continue
-            ts = time.perf_counter()
-            bound = None
-            try:
-                if callable(getattr(h, "run_detailed", None)):
-                    out = h.run_detailed(problem, seed=seed, deadline=deadline)
-                    plan, bound = out.get("plan"), out.get("lower_bound")
-                else:
-                    plan = h.run(problem, seed=seed)
-            except KeyboardInterrupt:
-                raise
-            except Exception as e:
-                report.append(SourceReport(h.name, "heuristic", "error", seconds=time.perf_counter() - ts, note=repr(e)))
-                history.append((now(), float("inf"), st["lb"], h.name))
-                continue
-            secs = time.perf_counter() - ts
-            if bound is not None:
-                offer_bound(float(bound), h.name, getattr(h, "bound_scope", "") == "all plans")
-            if plan is None and "bound_only" in getattr(h, "capabilities", ()):
-                tdi = (float(bound) - problem.base_cost) / problem.base_cost * 100 \
-                    if bound is not None and problem.base_cost > 0 else float("nan")
-                report.append(SourceReport(h.name, "bound", "bound" if bound is not None else "skipped",
-                                           float(bound) if bound is not None else float("inf"), tdi, secs))
-                continue
-            if plan is None:
-                report.append(SourceReport(h.name, "heuristic", "no_plan", seconds=secs))
-                history.append((now(), float("inf"), st["lb"], h.name))
-                continue
-            try:
-                sim, improved = offer(plan, h.name)
-            except HybridRematError as e:
-                report.append(SourceReport(h.name, "heuristic", "error", seconds=secs, note=str(e)))
-                continue
-            if sim.valid:
-                report.append(SourceReport(h.name, "heuristic", "valid", value(sim), sim.tdi_pct, secs))
-                if not improved:
-                    history.append((now(), value(sim), st["lb"], h.name))
-            else:
-                report.append(SourceReport(h.name, "heuristic", "over_budget", seconds=secs, note=sim.error or ""))
-                history.append((now(), float("inf"), st["lb"], h.name))
-        # ------------------------------------------------- local search (incumbent)
-        polish("local_search", 0.1)
-        # -------------------------------------------------------- formulations
-        forms = []
-        for f in sorted(form_objs, key=lambda f: float(getattr(f, "rank", 10.0))):  # stable: ties keep order
-            ok, why = accepts(f, problem)
-            if ok:
-                forms.append(f)
-            else:
-                report.append(SourceReport(f.name, "formulation", "skipped", note=why))
-        def run_formulation(f, share: float, note_prefix: str = "") -> bool:
-            """Run one formulation with ``share`` seconds; True when it used (nearly) all of them
-            without proving anything (it could use more time)."""
-            ts = time.perf_counter()
-
-            def on_incumbent(plan, source=None, _f=f):
-                offer(plan, source or _f.name)
-
-            def on_bound(value, _f=f):
-                offer_bound(value, _f.name)
-
-            try:
-                fr = f.solve(problem, incumbent=st["plan"], time_limit=share, node_limit=node_limit, seed=seed,
-                             threads=1, on_incumbent=on_incumbent, on_bound=on_bound, stop=stop)
-            except KeyboardInterrupt:
-                raise
-            except Exception as e:
-                report.append(SourceReport(f.name, "formulation", "error", seconds=time.perf_counter() - ts,
-                                           note=note_prefix + repr(e)))
-                return False
-            secs = time.perf_counter() - ts
-            key = f.name if not note_prefix else f"{f.name} ({note_prefix.strip(': ')})"
-            stats["formulations"][key] = fr.stats
-            if fr.plan is not None:
-                offer(fr.plan, f.name)
-            if fr.lower_bound is not None and math.isfinite(fr.lower_bound):
-                offer_bound(fr.lower_bound, f.name)
-            formulation_statuses.append((f.name, fr.status, fr.objective))
-            note = note_prefix + str(fr.stats.get("skipped") or fr.stats.get("start_note") or "")
-            tdi = (fr.objective - problem.base_cost) / problem.base_cost * 100 if math.isfinite(fr.objective) and \
-                problem.base_cost > 0 else float("nan")
-            report.append(SourceReport(f.name, "formulation", fr.status, fr.objective, tdi, secs, note))
-            return secs >= 0.9 * share and fr.status not in ("optimal", "infeasible", "error")
-
-        wanting_more = []
-        for idx, f in enumerate(forms):
-            remaining = deadline - time.perf_counter()
-            if stop.is_set() or remaining <= 0:
-                report.append(SourceReport(f.name, "formulation", "skipped", note="time limit"))
-                continue
-            if proven_globally():
-                report.append(SourceReport(f.name, "formulation", "skipped", note="gap closed"))
-                continue
-            if run_formulation(f, remaining / (len(forms) - idx)):
-                wanting_more.append(f)
-        # time left by formulations that finished early goes back, once, to those that ran out of it
-        for idx, f in enumerate(wanting_more):
-            remaining = deadline - time.perf_counter()
-            if stop.is_set() or proven_globally() or remaining < SECOND_ROUND_MIN_S:
-                break
-            # formulations overrun their limit by a second or two (decoding, freeing): keep that margin
-            run_formulation(f, (remaining - SECOND_ROUND_MARGIN_S) / (len(wanting_more) - idx), "second round: ")
-        polish("local_search_final", 1.0)
-    except KeyboardInterrupt:
-        interrupted = True
-        stop.set()
-    stats["interrupted"] = interrupted
-    stats["seconds"] = now()
-    # ---------------------------------------------------------------- status
-    if st["plan"] is None:
-        proved_empty = any(s == "infeasible" for _, s, _ in formulation_statuses)
-        status = "infeasible" if proved_empty and not interrupted else "no_solution"
-    else:
-        proven = proven_globally() or any(
-            s == "optimal" and o <= st["obj"] * (1 + 1e-9) and st["lb"] >= st["obj"] * (1 - 1e-9)
-            for _, s, o in formulation_statuses
-        ) if serial else st["lb"] >= st["obj"] * (1 - 1e-9)
-        status = "optimal" if proven and not interrupted else "feasible"
-        if status == "optimal":
-            st["lb"] = st["obj"]
+def _result(ledger: Ledger, run, warm_s: float) -> Result:
+    status = ledger.status()
+    lb = ledger.bound
+    if ledger.plan is not None:
+        lb = min(lb, ledger.value)
+    cb, scope = ledger.class_bound()
+    stats = dict(ledger.stats)
+    stats.update({
+        "objective": ledger.objective.name, "trivial_lower_bound": ledger.trivial, "interrupted": run.interrupted,
+        "signal": run.signal, "seconds": ledger.seconds(), "warmup_s": warm_s, "workers": run.workers,
+        "defects": list(ledger.defects), "abandoned": list(run.abandoned),
+        "class_bounds": {k: v[0] for k, v in ledger.class_bounds.items()}, "bound_scope": ALL_PLANS,
+    })
     return Result(
-        plan=st["plan"], objective=st["obj"], lower_bound=st["lb"], gap=gap(), status=status,
-        history=history, report=report, simulation=st["sim"], solver=st["source"], bound_scope=st["scope"],
-        stats=stats,
+        plan=ledger.plan, objective=ledger.value, lower_bound=lb, gap=ledger.gap(), status=status,
+        history=list(ledger.history), report=list(ledger.report), simulation=ledger.simulation,
+        solver=ledger.source, bound_source=ledger.bound_source, class_bound=cb, class_bound_scope=scope,
+        interrupted=run.interrupted, stats=stats,
     )

@@ -68,13 +68,13 @@ def cmd_info(args) -> int:
 
 
 def cmd_solve(args) -> int:
-    from .anytime import anytime_solve
-    from .budgets import format_bytes
+    from .anytime import SolveInterrupted, anytime_solve
     from .loaders import load_graph
-    from .plan import write_plan
 
     if not args.time_limit > 0:
         raise CLIError(f"--time-limit must be a positive number of seconds, not {args.time_limit:g}")
+    if args.workers is not None and args.workers < 1:
+        raise CLIError(f"--workers must be at least 1, not {args.workers}")
     if args.out and os.path.exists(args.out) and not args.force:
         raise CLIError(f"{args.out} exists; pass --force to overwrite it")
     g = load_graph(args.graph)
@@ -97,40 +97,72 @@ def cmd_solve(args) -> int:
         else:
             print(line, file=sys.stderr, flush=True)
 
-    result = anytime_solve(
-        problem,
-        args.time_limit,
-        heuristics=args.heuristic or None,
-        formulations=args.formulation or None,
-        on_improve=on_improve,
-        seed=args.seed,
-        objective=args.objective,
-    )
+    code = 0
+    try:
+        result = anytime_solve(
+            problem,
+            args.time_limit,
+            workers=args.workers,
+            heuristics=args.heuristic or None,
+            bounds=args.bound or None,
+            improvers=args.improver or None,
+            formulations=args.formulation or None,
+            on_improve=on_improve,
+            seed=args.seed,
+            objective=args.objective,
+            signals=("SIGINT", "SIGTERM"),
+        )
+    except SolveInterrupted as e:  # Ctrl-C or SIGTERM: the best plan so far, marked interrupted
+        result = e.result
+        code = 130 if e.signal == "SIGINT" else 143
     if live:
         print(file=sys.stderr)
-    wall = time.perf_counter() - t0
-    print(f"{'source':<22} {'status':<12} {args.objective:>12} {'TDI%':>8} {'seconds':>8}")
+    return _solve_summary(args, problem, result, time.perf_counter() - t0, code)
+
+
+def _solve_summary(args, problem, result, wall: float, code: int) -> int:
+    """Print the report and the status, write the plan; the exit code."""
+    from .budgets import format_bytes
+    from .plan import write_plan
+
+    print(f"{'source':<22} {'status':<12} {args.objective:>12} {'TDI%':>8} {'seconds':>8}  note")
     for row in result.report:
         obj = _fmt_time(row.objective) if row.objective == row.objective and row.objective < float("inf") else "-"
         tdi = f"{row.tdi_pct:.2f}" if row.tdi_pct == row.tdi_pct else "-"
-        print(f"{row.source:<22} {row.status:<12} {obj:>12} {tdi:>8} {row.seconds:>8.2f}")
+        note = " ".join(str(row.note).split())
+        note = note if len(note) <= 60 else note[:57] + "..."
+        print(f"{row.source:<22} {row.status:<12} {obj:>12} {tdi:>8} {row.seconds:>8.2f}  {note}".rstrip())
     print()
-    print(f"status       {result.status}")
+    meaning = {"optimal": "a bound over every plan is reached", "feasible": "not proved optimal",
+               "infeasible": "no plan exists within the budgets", "no_solution": "nothing found, nothing proved"}
+    print(f"status       {result.status} ({meaning.get(result.status, '')})")
+    if result.interrupted:
+        print(f"interrupted  {result.stats.get('signal') or 'stopped'}: the best plan so far")
+    nw = result.stats.get("workers", 1)
+    print(f"time         {wall:.1f}s (warm-up {result.stats.get('warmup_s', 0.0):.1f}s, "
+          f"{nw} worker{'s' if nw != 1 else ''})")
     if result.plan is None:
-        print("no plan found within the limit")
-        return 1
+        if result.status != "infeasible":
+            print(f"lower bound  {_fmt_time(result.lower_bound)} ({result.bound_source})")
+        print("no plan found within the limit" if result.status != "infeasible" else "no plan exists")
+        return code or 1
     sim = result.simulation
     peaks = ", ".join(f"{k}={format_bytes(v)}" for k, v in sim.peak_bytes.items())
     budgets = ", ".join(f"{d.name}={format_bytes(d.memory_bytes)}" for d in problem.devices)
     print(f"objective    {args.objective} {_fmt_time(result.objective)} "
           f"(serial {_fmt_time(sim.total_time)}, TDI {sim.tdi_pct:.3f}%, makespan {_fmt_time(sim.makespan)})")
-    print(f"lower bound  {_fmt_time(result.lower_bound)}  gap {100 * result.gap:.3f}%")
+    print(f"lower bound  {_fmt_time(result.lower_bound)}  gap {100 * result.gap:.3f}%  "
+          f"(over every plan, from {result.bound_source})")
+    if result.class_bound_scope:
+        cls_gap = (result.objective - result.class_bound) / result.objective * 100 if result.objective > 0 else 0.0
+        print(f"class bound  {_fmt_time(result.class_bound)}  gap {max(cls_gap, 0.0):.3f}%  "
+              f"(plans of {result.class_bound_scope} only)")
     print(f"peak         {peaks}  (budget {budgets})")
-    print(f"solver       {result.solver}  in {wall:.1f}s")
+    print(f"solver       {result.solver}")
     if args.out:
         write_plan(args.out, result.plan, problem, result.summary(), overwrite=args.force)
-        print(f"plan written {args.out}")
-    return 0
+        print(f"plan written {args.out}{' (interrupted)' if result.interrupted else ''}")
+    return code
 
 
 def cmd_simulate(args) -> int:
@@ -279,7 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", action="append", metavar="NAME=SIZE",
                    help="a device and its budget, e.g. gpu=2GiB; repeat for CPU+GPU (cpu=64GiB)")
     s.add_argument("--time-limit", type=float, default=20.0, help="seconds (after Numba warm-up)")
+    s.add_argument("--workers", type=int, help="worker processes (default: the cores this process may use)")
     s.add_argument("--heuristic", action="append", help="only these heuristics (repeatable)")
+    s.add_argument("--bound", action="append", help="only these bounds (repeatable)")
+    s.add_argument("--improver", action="append", help="only these improvers (repeatable)")
     s.add_argument("--formulation", action="append", help="only these exact formulations (repeatable)")
     s.add_argument("--cost-model", action="append", metavar="[KIND=]MODEL:DEVICE",
                    help="replace a cost column with a registered cost model's estimate, e.g. roofline:h200")

@@ -53,8 +53,11 @@ Each object declares, as attributes (the base classes of
     A set of strings saying which problems it accepts (see
     :mod:`hybrid_remat.interfaces`: ``"dag"``, ``"chain"``,
     ``"single_device"``, ``"multi_device"``, ``"needs_budget"``,
-    ``"exact"``).  :func:`hybrid_remat.interfaces.accepts` gates calls on
-    them, so an object is never handed a problem it did not declare.
+    ``"exact"``, ``"honours_limits"``, ...: the one vocabulary
+    :data:`hybrid_remat.interfaces.CAPABILITIES`; unknown strings are
+    ignored with a :class:`~hybrid_remat.plugins.PluginWarning`).
+    :func:`hybrid_remat.interfaces.accepts` gates calls on them, so an
+    object is never handed a problem it did not declare.
 ``run_by_default`` (optional, default ``True``)
     ``False`` keeps the object out of ``anytime_solve``'s default set: it
     runs only when named.
@@ -105,22 +108,28 @@ def hybrid_remat_register_heuristics() -> list:
     Receives nothing; collecting (all implementations are called).
 
     A heuristic has ``name``, ``version``, ``capabilities``, a numeric
-    ``rank`` (expected cost: ``anytime_solve`` runs cheaper heuristics
-    first) and ``run(problem, *, seed=0) -> Plan | None``.  ``run`` returns
-    a :class:`~hybrid_remat.plan.Plan` or ``None`` ("no feasible plan
-    found"); it must be deterministic for a seed.  The caller simulates
-    every plan and discards invalid or over-budget ones, so a heuristic
-    need not re-check, but :func:`hybrid_remat.testing.check_heuristic`
-    fails a heuristic that returns invalid plans.
+    ``rank`` and ``run(problem, *, seed=0, limits=None) -> Plan | None``.
+    ``run`` returns a :class:`~hybrid_remat.plan.Plan` or ``None`` ("no
+    feasible plan found") within ``limits``
+    (:class:`~hybrid_remat.limits.Limits`: deadline, work budget, stop
+    flag); it must be deterministic for a seed and a work budget.  The
+    caller simulates every plan and discards invalid or over-budget ones, so
+    a heuristic need not re-check, but
+    :func:`hybrid_remat.testing.check_heuristic` fails a heuristic that
+    returns invalid plans.
 
-    Optional: ``run_detailed(problem, *, seed=0, deadline=None) -> dict``
-    with keys ``plan`` and ``lower_bound`` (a bound on the total compute
-    time, or ``None``); ``anytime_solve`` prefers it to ``run``.  A *bound
-    source* declares the capability ``"bound_only"`` (``run`` returns
-    ``None``, ``run_detailed`` the bound) and, when its bound holds for every
-    plan, ``bound_scope = "all plans"``: a plan reaching it is then proved
-    optimal and ``anytime_solve`` stops early (the built-in ``cut_bound``,
-    :mod:`hybrid_remat.exact.bounds`).
+    Declare ``"honours_limits"`` once ``run`` returns within its limits: the
+    portfolio then runs it in-process; otherwise it runs in a worker process
+    that is killed at its deadline.  Optional: ``predict_seconds(problem)``
+    (the portfolio skips a heuristic predicted to need more than the time
+    left) and ``warmup()`` (compile kernels; called outside every time
+    limit).
+
+    Older signatures still work: ``run(problem, *, seed=0)`` without
+    ``limits``, and ``run_detailed(problem, *, seed=0, deadline=None) ->
+    dict`` with keys ``plan`` and ``lower_bound``.  A heuristic that only
+    reports a bound (capability ``"bound_only"``) is used as a bound, with a
+    :class:`~hybrid_remat.plugins.PluginWarning`: register a bound instead.
 
     Example
     -------
@@ -130,7 +139,7 @@ def hybrid_remat_register_heuristics() -> list:
     >>> class ReferenceOrder(Heuristic):
     ...     name, version, rank = "reference_order", "1", 0.0
     ...     capabilities = frozenset({"dag", "chain", "single_device"})
-    ...     def run(self, problem, *, seed=0):
+    ...     def run(self, problem, *, seed=0, limits=None):
     ...         return keep_all_plan(problem.graph, problem.primary.name)
     >>> @hookimpl
     ... def hybrid_remat_register_heuristics():
@@ -204,9 +213,12 @@ def hybrid_remat_register_formulations() -> list:
 
     Receives nothing; collecting.
 
-    A formulation has ``solve(problem, *, incumbent=None, time_limit=60.0,
-    node_limit=None, seed=0, threads=1, on_incumbent=None, on_bound=None,
-    stop=None) -> FormulationResult``.  It
+    A formulation has ``solve(problem, *, incumbent=None, limits=None,
+    seed=0, threads=1, on_incumbent=None, on_bound=None, time_limit=None,
+    node_limit=None, stop=None) -> FormulationResult`` (``limits`` merges the
+    older ``time_limit``/``node_limit``/``stop``:
+    :meth:`~hybrid_remat.interfaces.Formulation.limits_of`; a formulation
+    without ``limits`` gets only those).  It
 
     * may use ``incumbent`` (a valid :class:`~hybrid_remat.plan.Plan`) as a
       warm start / hint;
@@ -219,8 +231,11 @@ def hybrid_remat_register_formulations() -> list:
       proven lower bound on the total compute time improves.  A bound that
       holds only for the plans its model can express (e.g. staged plans in
       the reference order) is allowed if the formulation declares the
-      capability ``"scoped_bound"``; ``anytime_solve`` then drops such a
-      bound once a plan beats it.  ``optimal`` follows the same scope;
+      capability ``"scoped_bound"`` (and names the class in
+      ``bound_scope``); ``anytime_solve`` reports it as a class bound
+      (``Result.class_bound``), never as a bound over every plan.  Only a
+      formulation that declares ``"exact"`` and no ``"scoped_bound"``
+      bounds every plan.  ``optimal`` follows the same scope;
     * stops promptly when ``stop.is_set()``;
     * frees its solver's resources before returning;
     * returns ``FormulationResult(status, plan, objective, lower_bound,
@@ -229,14 +244,14 @@ def hybrid_remat_register_formulations() -> list:
 
     An optional numeric ``rank`` orders formulations in ``anytime_solve``
     (default 10, lower first): the built-in exact models use 10, the
-    decomposition 15 and the search without bounds (``lns``) 20.
+    decomposition 15.  Search without bounds belongs among the improvers.
 
     Example
     -------
     >>> from hybrid_remat.interfaces import Formulation, FormulationResult
     >>> class EchoIncumbent(Formulation):
     ...     name, version = "echo", "1"
-    ...     capabilities = frozenset({"dag", "chain", "single_device"})
+    ...     capabilities = frozenset({"dag", "chain", "single_device", "honours_limits"})
     ...     def solve(self, problem, *, incumbent=None, **kw):
     ...         return FormulationResult("feasible" if incumbent else "no_solution", incumbent)
     >>> @hookimpl

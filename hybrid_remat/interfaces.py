@@ -20,8 +20,10 @@ Capabilities
 ``"serial"``           optimises serial time (the default when neither objective is named)
 ``"makespan"``         optimises makespan (devices and copies overlap)
 ``"needs_budget"``     only useful when the budget is below the keep-all peak
-``"exact"``            proves bounds (formulations)
+``"exact"``            proves bounds (formulations; without it a formulation's bounds are
+                       reported as bounds of its own class, never over every plan)
 ``"scoped_bound"``     its bounds hold for a restricted plan class named by ``bound_scope``
+``"needs_incumbent"``  runs only when the portfolio has a plan to start from
 ``"honours_limits"``   returns within the ``Limits`` it is given (otherwise it runs
                        only where the portfolio can stop it: a worker process)
 ``"deterministic"``    same seed and work budget: same result
@@ -52,6 +54,7 @@ CAPABILITIES = {
     "makespan": "optimises makespan",
     "needs_budget": "only useful when the budget is below the keep-all peak",
     "exact": "proves bounds",
+    "needs_incumbent": "runs only when the portfolio has a plan to start from",
     "scoped_bound": "its bounds hold for a restricted plan class (bound_scope)",
     "honours_limits": "returns within the Limits it is given",
     "deterministic": "same seed and work budget: same result",
@@ -87,10 +90,12 @@ def accepts(obj, problem) -> tuple[bool, str]:
     (``dag``/``chain``) and the object's own ``applicable(problem)``.  The
     rest of the vocabulary says *how* the portfolio runs an object, not
     whether it may: the objectives (:func:`objectives_of`) decide whether its
-    bounds count and in what order it runs, ``needs_budget`` skips it when
-    keep-all fits, ``honours_limits`` whether it may run in-process,
-    ``exact``/``scoped_bound`` how its bounds are reported,
-    ``shares_incumbent`` whether it gets ``shared=``
+    bounds count, ``needs_budget`` skips it on one device when keep-all fits,
+    ``needs_incumbent`` until there is a plan, ``honours_limits`` whether it
+    may run in-process, ``exact``/``scoped_bound`` how its bounds are
+    reported, ``deterministic`` that it is not run again from the same
+    incumbent, ``shares_incumbent`` whether it gets ``shared=``,
+    ``bound_only`` makes a legacy heuristic a bound
     (:mod:`hybrid_remat.portfolio`).
     """
     caps = set(getattr(obj, "capabilities", ()))

@@ -291,6 +291,8 @@ def _collect() -> dict[str, dict[str, Registered]]:
                     _warn(f"plugin {pname!r}: {kind[:-1]} {oname!r} has capabilities {caps!r}, not a set of "
                           "strings; skipped", "collect")
                     continue
+                if kind in _SOLVER_KINDS:
+                    _check_capabilities(pname, kind, oname, caps)
                 if oname in out[kind]:
                     prev = out[kind][oname].plugin
                     _warn(f"plugin {pname!r}: {kind[:-1]} name {oname!r} is already registered by {prev!r}; skipped",
@@ -300,6 +302,23 @@ def _collect() -> dict[str, dict[str, Registered]]:
                                               _state["dist_versions"].get(pname, ""))
     _state["cache"] = out
     return out
+
+
+_SOLVER_KINDS = ("heuristics", "bounds", "improvers", "formulations")
+
+
+def _check_capabilities(pname: str, kind: str, oname: str, caps) -> None:
+    """Warn about capability strings outside :data:`~hybrid_remat.interfaces.CAPABILITIES`
+    (they are ignored) and about legacy ``bound_only`` heuristics (used as bounds)."""
+    from .interfaces import CAPABILITIES
+
+    unknown = sorted(set(caps) - set(CAPABILITIES))
+    if unknown:
+        _warn(f"plugin {pname!r}: {kind[:-1]} {oname!r} declares unknown capabilities {', '.join(unknown)} "
+              f"(ignored; known: {', '.join(CAPABILITIES)})", "collect")
+    if kind == "heuristics" and "bound_only" in set(caps):
+        _warn(f"plugin {pname!r}: heuristic {oname!r} declares 'bound_only': it is used as a bound; register it "
+              "through hybrid_remat_register_bounds", "collect")
 
 
 def heuristics() -> dict[str, Any]:

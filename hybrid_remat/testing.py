@@ -27,9 +27,11 @@ What is asserted
   them; it must accept at least one instance;
 * errors on bad input are :class:`~hybrid_remat.errors.HybridRematError`
   subclasses;
-* bound sources (capability ``"bound_only"``): no plan, a deterministic
-  ``run_detailed(...)["lower_bound"]`` below the witness (and below the
-  brute-force optimum on tiny graphs when ``bound_scope = "all plans"``);
+* bounds (and legacy ``"bound_only"`` heuristics): a deterministic bound
+  below the witness (and below the brute-force optimum on tiny graphs when
+  its scope is every plan);
+* improvers: every reported and returned plan valid, none worse than the
+  start;
 * formulations: statuses from the documented set, bounds below every valid
   plan, ``optimal`` only with a plan no worse than the known one, every
   ``on_incumbent`` plan valid, a set ``stop`` event honoured;
@@ -43,31 +45,35 @@ What is asserted
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
-import os
-import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import networkx as nx
 import numpy as np
 
 from . import generators
 from .budgets import keep_all_peak
-from .cost_models import apply_cost_model
 from .errors import HybridRematError
 from .graph import Graph
 from .interfaces import FormulationResult, accepts
 from .plan import Plan, keep_all_plan, plan_from_order, rs_from_plan
 from .problem import Device, Problem, default_links
 from .simulate import simulate
+from .testing_io import (
+    _check_declared,
+    _who,
+    check_cost_model,
+    check_loader,
+    standard_graphs,
+    write_node_link,
+    write_remat_graph,
+)
 
 __all__ = [
-    "Instance", "standard_instances", "standard_graphs", "check_heuristic", "check_formulation",
+    "Instance", "standard_instances", "standard_graphs", "check_heuristic", "check_bound", "check_improver",
+    "check_formulation",
     "check_cost_model", "check_loader", "write_remat_graph", "write_node_link", "FORMULATION_STATUSES",
 ]
 
@@ -140,40 +146,7 @@ def standard_instances(*, multi_device: bool = True) -> list[Instance]:
     return out
 
 
-def standard_graphs() -> list[Graph]:
-    """Graphs for cost models and loaders: a small profiled-style graph
-    (``gpu``/``cpu`` costs, FLOPs, op names, phases, required outputs) and
-    the chain and random DAG of :func:`standard_instances` (one ``cost``
-    kind, no FLOPs)."""
-    ops = ["aten.convolution.default", "aten.relu.default", "aten.addmm.default", "aten.sum.default",
-           "aten.mm.default", "aten.threshold_backward.default", "aten.convolution_backward.default"]
-    edges = [(0, 1), (1, 2), (2, 3), (3, 4), (1, 5), (4, 5), (5, 6), (0, 6)]
-    prof = Graph.from_arrays(
-        [4096, 4096, 1024, 4, 1024, 4096, 8192], edges,
-        {"gpu": [2e-5, 1e-5, 1.5e-5, 8e-6, 1.2e-5, 1e-5, 4e-5], "cpu": [4e-4, 5e-5, 2e-4, 1e-5, 1.5e-4, 6e-5, 9e-4]},
-        name="profiled7", names=[f"{i}:{o}" for i, o in enumerate(ops)],
-        phase=["forward"] * 4 + ["backward"] * 3,
-        flops=[2.4e8, 1.0e3, 2.1e6, 256.0, 2.1e6, 1.0e3, 4.8e8], required=[6],
-        meta={"op": ops, "format": "remat-graph/1"},
-    )
-    return [prof, generators.chain(6, bytes=[3, 1, 4, 1, 5, 9], cost=[2.0, 7.0, 1.0, 8.0, 2.0, 8.0], name="chain6"),
-            generators.random_dag(10, p=0.3, seed=3)]
-
-
 # --------------------------------------------------------------------- helpers
-def _who(obj) -> str:
-    return f"{type(obj).__name__} {getattr(obj, 'name', '?')!r}"
-
-
-def _check_declared(obj, kind: str) -> None:
-    name = getattr(obj, "name", None)
-    assert isinstance(name, str) and name, f"{_who(obj)}: {kind} needs a non-empty string `name`"
-    assert isinstance(getattr(obj, "version", None), str), f"{_who(obj)}: `version` must be a string"
-    caps = getattr(obj, "capabilities", None)
-    assert caps is not None and not isinstance(caps, str) and all(isinstance(c, str) for c in caps), (
-        f"{_who(obj)}: `capabilities` must be a set of strings, got {caps!r}")
-
-
 def _check_plan(obj, inst: Instance, plan, what: str):
     assert isinstance(plan, Plan), f"{_who(obj)} on {inst.name}: {what} is {type(plan).__name__}, not a Plan"
     names = {d.name for d in inst.problem.devices}
@@ -237,8 +210,11 @@ def check_heuristic(heuristic, *, instances: Sequence[Instance] | None = None, s
     assert callable(getattr(heuristic, "run", None)), f"{_who(heuristic)} has no run()"
     chosen, skipped = _select(heuristic, instances)
     found = {}
-    if "bound_only" in heuristic.capabilities:
-        return _check_bound_source(heuristic, chosen, skipped, seed)
+    if "bound_only" in heuristic.capabilities:  # legacy: a bound riding the heuristic hook
+        for inst in chosen:
+            plan = _call(heuristic, inst, "run", heuristic.run, inst.problem, seed=seed)
+            assert plan is None, f"{_who(heuristic)} is bound_only but returned a plan on {inst.name}"
+        return check_bound(heuristic, instances=chosen)
     for inst in chosen:
         plan = _call(heuristic, inst, "run", heuristic.run, inst.problem, seed=seed)
         if plan is None:
@@ -254,30 +230,76 @@ def check_heuristic(heuristic, *, instances: Sequence[Instance] | None = None, s
     return {"checked": [i.name for i in chosen], "skipped": skipped, "found": found}
 
 
-def _check_bound_source(source, chosen, skipped, seed) -> dict:
-    """A ``bound_only`` heuristic plans nothing and reports a bound below
-    every valid plan (the witness; and the brute-force optimum on graphs of
-    at most 8 nodes when it claims ``bound_scope = "all plans"``)."""
-    from .exact.brute import brute_force_optimum
+def check_bound(bound, *, instances: Sequence[Instance] | None = None) -> dict:
+    """Check a bound against the contract of
+    :func:`~hybrid_remat.hookspecs.hybrid_remat_register_bounds` (a legacy
+    ``bound_only`` heuristic through its adapter): a
+    :class:`~hybrid_remat.interfaces.BoundResult` or ``None``, below every
+    valid plan (the witness, and the brute-force optimum on graphs of at
+    most 8 nodes when its scope is every plan), deterministic.
 
-    assert callable(getattr(source, "run_detailed", None)), f"{_who(source)}: bound_only needs run_detailed()"
+    Returns
+    -------
+    dict
+        ``{"checked": [names], "skipped": [(name, reason)], "found": {name: value or None}}``.
+    """
+    from .exact.brute import brute_force_optimum
+    from .interfaces import ALL_PLANS, BoundResult
+    from .limits import Limits
+    from .portfolio.calls import as_bound, call_bound
+
+    b = as_bound(bound)
+    _check_declared(b, "bound")
+    chosen, skipped = _select(b, instances)
     found = {}
     for inst in chosen:
-        plan = _call(source, inst, "run", source.run, inst.problem, seed=seed)
-        assert plan is None, f"{_who(source)} is bound_only but returned a plan on {inst.name}"
-        out = _call(source, inst, "run_detailed", source.run_detailed, inst.problem, seed=seed)
-        lb = out.get("lower_bound")
-        found[inst.name] = lb
-        if lb is None:
+        res = _call(b, inst, "bound", call_bound, b, inst.problem, limits=Limits.seconds(60.0))
+        found[inst.name] = None if res is None else res.value
+        if res is None:
             continue
-        assert isinstance(lb, (int, float)) and not math.isnan(lb), f"{_who(source)}: bound {lb!r} on {inst.name}"
-        known = simulate(inst.problem, inst.witness).total_time
-        assert lb <= known * (1 + 1e-9), f"{_who(source)}: bound {lb} above the witness {known} on {inst.name}"
-        if getattr(source, "bound_scope", "") == "all plans" and inst.problem.graph.n <= 8:
+        assert isinstance(res, BoundResult) and isinstance(res.value, (int, float)) and not math.isnan(res.value), (
+            f"{_who(b)}: bound {res!r} on {inst.name}")
+        known = inst.problem.objective.value(simulate(inst.problem, inst.witness))
+        assert res.value <= known * (1 + 1e-9), f"{_who(b)}: bound {res.value} above the witness {known} on {inst.name}"
+        if res.scope == ALL_PLANS and inst.problem.graph.n <= 8 and inst.problem.objective.name == "serial":
             opt = brute_force_optimum(inst.problem)
-            assert lb <= opt * (1 + 1e-9), f"{_who(source)}: bound {lb} above the optimum {opt} on {inst.name}"
-        again = _call(source, inst, "run_detailed, second time", source.run_detailed, inst.problem, seed=seed)
-        assert again.get("lower_bound") == lb, f"{_who(source)} is not deterministic on {inst.name}"
+            assert res.value <= opt * (1 + 1e-9), f"{_who(b)}: bound {res.value} above the optimum {opt} on {inst.name}"
+        again = _call(b, inst, "bound, second time", call_bound, b, inst.problem, limits=Limits.seconds(60.0))
+        assert again is not None and again.value == res.value, f"{_who(b)} is not deterministic on {inst.name}"
+    return {"checked": [i.name for i in chosen], "skipped": skipped, "found": found}
+
+
+def check_improver(improver, *, instances: Sequence[Instance] | None = None, seed: int = 0, moves: int = 50) -> dict:
+    """Check an improver against the contract of
+    :func:`~hybrid_remat.hookspecs.hybrid_remat_register_improvers`: from
+    each instance's witness, every plan it reports (``on_incumbent``) and
+    returns is valid, and the returned one is no worse than the witness.
+    It runs with ``moves`` as its node limit (legacy ``max_iters``).
+
+    Returns
+    -------
+    dict
+        ``{"checked": [names], "skipped": [(name, reason)], "found": {name: value or None}}``.
+    """
+    from .limits import Limits
+    from .portfolio.calls import call_improver
+
+    _check_declared(improver, "improver")
+    assert callable(getattr(improver, "improve", None)), f"{_who(improver)} has no improve()"
+    chosen, skipped = _select(improver, instances)
+    found = {}
+    for inst in chosen:
+        seen: list = []
+        out = _call(improver, inst, "improve", call_improver, improver, inst.problem, inst.witness, seed=seed,
+                    limits=Limits.seconds(30.0, nodes=moves), on_incumbent=lambda p, s=None, _seen=seen: _seen.append(p))
+        for plan in seen:
+            _check_plan(improver, inst, plan, "a reported plan")
+        found[inst.name] = None
+        if out is not None:
+            value = inst.problem.objective.value(_check_plan(improver, inst, out, "its plan"))
+            known = inst.problem.objective.value(simulate(inst.problem, inst.witness))
+            assert value <= known * (1 + 1e-9), f"{_who(improver)}: {value} is worse than its start {known} on {inst.name}"
+            found[inst.name] = value
     return {"checked": [i.name for i in chosen], "skipped": skipped, "found": found}
 
 
@@ -415,201 +437,3 @@ def _check_result(obj, inst: Instance, res, known: float, had_incumbent: bool) -
             assert _close(r.total_time, inst.problem.base_cost), (
                 f"{_who(obj)} on {inst.name}: 'optimal' at full budget must cost the sum of node costs "
                 f"{inst.problem.base_cost}, got {r.total_time}")
-
-
-# ----------------------------------------------------------------- cost models
-def check_cost_model(model, *, graphs: Iterable[Graph] | None = None) -> dict:
-    """Check a cost model: for every device it lists and every standard
-    graph, ``estimate`` returns a finite non-negative float array of length
-    ``n`` (or raises a ``HybridRematError``: at least one pair must work),
-    twice the same; an unknown device raises a ``HybridRematError``; the
-    estimate works as a cost kind (a problem on it simulates).
-
-    Returns
-    -------
-    dict
-        ``{"checked": [(graph, device)], "refused": [(graph, device, message)]}``.
-    """
-    _check_declared(model, "cost model")
-    devices = list(model.devices())
-    assert devices and all(isinstance(d, str) for d in devices), f"{_who(model)}: devices() must list device names"
-    graphs = list(graphs) if graphs is not None else standard_graphs()
-    checked, refused = [], []
-    for g in graphs:
-        for dev in devices:
-            try:
-                est = model.estimate(g, dev)
-            except HybridRematError as e:
-                refused.append((g.name, dev, str(e)))
-                continue
-            except Exception as e:
-                raise AssertionError(f"{_who(model)} raised {type(e).__name__} (not a HybridRematError) "
-                                     f"estimating {g.name} on {dev!r}: {e}") from e
-            arr = np.asarray(est)
-            assert arr.shape == (g.n,), f"{_who(model)}: estimate({g.name}, {dev!r}) has shape {arr.shape}, not ({g.n},)"
-            assert np.issubdtype(arr.dtype, np.floating), f"{_who(model)}: estimate must be floats, got {arr.dtype}"
-            assert np.isfinite(arr).all(), f"{_who(model)}: estimate({g.name}, {dev!r}) has non-finite entries"
-            assert (arr >= 0).all(), f"{_who(model)}: estimate({g.name}, {dev!r}) has negative entries"
-            again = np.asarray(model.estimate(g, dev))
-            assert np.array_equal(arr, again), f"{_who(model)}: estimate({g.name}, {dev!r}) is not deterministic"
-            g2 = apply_cost_model(g, model, dev, kind="estimated")
-            p = Problem.single(g2, "100%", kind="estimated")
-            r = simulate(p, keep_all_plan(g2, p.primary.name))
-            assert r.valid and np.isclose(r.total_time, float(arr.sum()), rtol=1e-9, atol=0), (
-                f"{_who(model)}: the estimate does not work as a cost kind on {g.name}")
-            checked.append((g.name, dev))
-    assert checked, f"{_who(model)} estimated none of the standard graphs on any of its devices: {refused}"
-    try:
-        model.estimate(graphs[0], "no-such-device-xyz")
-    except HybridRematError:
-        pass
-    except Exception as e:
-        raise AssertionError(f"{_who(model)}: an unknown device raised {type(e).__name__}, "
-                             "not a HybridRematError") from e
-    else:
-        raise AssertionError(f"{_who(model)}: an unknown device name was accepted silently")
-    return {"checked": checked, "refused": refused}
-
-
-# --------------------------------------------------------------------- loaders
-def write_remat_graph(graph: Graph, path: str | os.PathLike) -> None:
-    """Write ``graph`` as ``remat-graph/1`` JSON (gzip when ``path`` ends
-    in ``.gz``).  Cost kinds ``gpu``/``cpu`` become ``time_gpu_s`` /
-    ``time_cpu_s``; a graph with only ``cost`` writes it as ``time_gpu_s``."""
-    gpu = graph.costs.get("gpu", graph.costs.get("cost"))
-    ops = list(graph.meta.get("op", [str(v) for v in range(graph.n)]))
-    doc: dict[str, Any] = {
-        "format": "remat-graph/1", "name": graph.name,
-        "nodes": {
-            "op": ops, "phase": ["backward" if p else "forward" for p in graph.phase.tolist()],
-            "bytes": graph.bytes.tolist(),
-            "flops": [None if math.isnan(f) else f for f in graph.flops.tolist()],
-            "time_gpu_s": np.asarray(gpu).tolist(),
-        },
-        "edges": graph.edges().tolist(),
-        "outputs": np.flatnonzero(graph.required).tolist(),
-    }
-    if "cpu" in graph.costs:
-        doc["nodes"]["time_cpu_s"] = graph.costs["cpu"].tolist()
-    raw = json.dumps(doc).encode()
-    with open(path, "wb") as f:
-        f.write(gzip.compress(raw, mtime=0) if os.fspath(path).endswith(".gz") else raw)
-
-
-def write_node_link(graph: Graph, path: str | os.PathLike) -> None:
-    """Write ``graph`` as Checkmate-style node-link JSON (``cost_cpu`` is
-    the first cost kind, ``cost_ram`` the bytes)."""
-    c = graph.costs[graph.cost_kinds[0]]
-    doc = {
-        "directed": True, "multigraph": False, "graph": {"name": graph.name},
-        "nodes": [{"id": v, "name": graph.names[v], "backward": bool(graph.phase[v]), "cost_cpu": float(c[v]),
-                   "cost_ram": int(graph.bytes[v])} for v in range(graph.n)],
-        "links": [{"source": int(u), "target": int(v)} for u, v in graph.edges().tolist()],
-    }
-    with open(path, "w") as f:
-        json.dump(doc, f)
-
-
-def _same_graph(a: Graph, b: Graph, kinds: dict[str, str]) -> str | None:
-    if a.n != b.n:
-        return f"{b.n} nodes, expected {a.n}"
-    if not np.array_equal(a.edges(), b.edges()):
-        return "different edges"
-    if not np.array_equal(a.bytes, b.bytes):
-        return "different bytes"
-    for src, dst in kinds.items():
-        if dst not in b.costs:
-            return f"no cost kind {dst!r}"
-        if not np.allclose(a.costs[src], b.costs[dst], rtol=1e-12, atol=0):
-            return f"different {dst!r} costs"
-    return None
-
-
-def check_loader(loader, *, samples: Iterable[tuple[str, Graph]] | None = None) -> dict:
-    """Check a graph loader.
-
-    Parameters
-    ----------
-    loader : object with ``name``, ``version``, ``capabilities``, ``sniff``, ``load``
-        With a ``save(graph, path)`` method, the battery round-trips the
-        standard graphs through it as well.
-    samples : iterable of (path, Graph), optional
-        Files of the loader's format with the graph each should give.
-        Default: files the battery writes in the built-in formats.  The
-        loader must accept (sniff) at least one sample.
-
-    Returns
-    -------
-    dict
-        ``{"loaded": [paths], "declined": [paths]}``.
-    """
-    _check_declared(loader, "loader")
-    loaded, declined = [], []
-    with tempfile.TemporaryDirectory(prefix="hr-check-loader-") as tmp:
-        cases: list[tuple[str, Graph, dict]] = []
-        if samples is not None:
-            cases += [(os.fspath(p), g, {k: k for k in g.costs}) for p, g in samples]
-        else:
-            for g in standard_graphs():
-                kinds = {"gpu": "gpu", "cpu": "cpu"} if "gpu" in g.costs else {"cost": "gpu"}
-                for ext in (".json", ".json.gz"):
-                    p = os.path.join(tmp, f"{g.name}.remat{ext}")
-                    write_remat_graph(g, p)
-                    cases.append((p, g, kinds))
-                p = os.path.join(tmp, f"{g.name}.nodelink.json")
-                write_node_link(g, p)
-                cases.append((p, g, {g.cost_kinds[0]: "cost"}))
-        if callable(getattr(loader, "save", None)):
-            for g in standard_graphs():
-                p = os.path.join(tmp, f"{g.name}.own")
-                loader.save(g, p)
-                cases.append((p, g, None))  # compare the cost kinds it writes
-        for path, g, kinds in cases:
-            head = _head(path)
-            try:
-                ok = loader.sniff(path, head)
-            except Exception as e:
-                raise AssertionError(f"{_who(loader)}: sniff raised {type(e).__name__} on {path}: {e}") from e
-            if not ok:
-                declined.append(path)
-                continue
-            try:
-                got = loader.load(path)
-            except Exception as e:
-                raise AssertionError(f"{_who(loader)} sniffed {os.path.basename(path)} but load raised "
-                                     f"{type(e).__name__}: {e}") from e
-            assert isinstance(got, Graph), f"{_who(loader)}: load returned {type(got).__name__}, not a Graph"
-            if kinds is None:
-                kinds = {k: k for k in g.costs if k in got.costs}
-                assert kinds, f"{_who(loader)}: {os.path.basename(path)} read back without any of {g.cost_kinds}"
-            diff = _same_graph(g, got, kinds)
-            assert diff is None, f"{_who(loader)}: {os.path.basename(path)} read back with {diff}"
-            loaded.append(path)
-        assert loaded, f"{_who(loader)} accepted none of the sample files; pass samples=[(path, graph), ...]"
-        # garbage: sniff must not raise; load of a broken file raises a HybridRematError
-        for i, blob in enumerate((b"\x00\x01garbage\xff", b'{"format": "remat-graph/1", "nodes": {', b"[1, 2, 3]")):
-            bad = os.path.join(tmp, f"broken{i}{os.path.splitext(loaded[0])[1]}")
-            with open(bad, "wb") as f:
-                f.write(blob)
-            try:
-                loader.sniff(bad, blob[:1024])
-            except Exception as e:
-                raise AssertionError(f"{_who(loader)}: sniff raised {type(e).__name__} on a broken file: {e}") from e
-            try:
-                loader.load(bad)
-            except HybridRematError:
-                pass
-            except Exception as e:
-                raise AssertionError(f"{_who(loader)}: loading a broken file raised {type(e).__name__}, "
-                                     f"not a HybridRematError: {e}") from e
-            else:
-                raise AssertionError(f"{_who(loader)}: loading a broken file ({blob[:20]!r}) returned a graph")
-    return {"loaded": [os.path.basename(p) for p in loaded], "declined": [os.path.basename(p) for p in declined]}
-
-
-def _head(path: str, size: int = 1024) -> bytes:
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    return raw[:size]

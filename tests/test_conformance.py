@@ -30,6 +30,8 @@ def ids(objs):
 
 HEURISTICS = builtin("heuristics")
 FORMULATIONS = builtin("formulations")
+BOUNDS = builtin("bounds")
+IMPROVERS = builtin("improvers")
 COST_MODELS = builtin("cost_models")
 LOADERS = builtin("loaders")
 
@@ -39,6 +41,17 @@ LOADERS = builtin("loaders")
 def test_builtin_heuristic_conforms(heuristic):
     report = testing.check_heuristic(heuristic)
     assert report["checked"]
+
+
+@pytest.mark.parametrize("bound", BOUNDS, ids=ids(BOUNDS))
+def test_builtin_bound_conforms(bound):
+    report = testing.check_bound(bound)
+    assert report["checked"] and any(v is not None for v in report["found"].values())
+
+
+@pytest.mark.parametrize("improver", IMPROVERS, ids=ids(IMPROVERS))
+def test_builtin_improver_conforms(improver):
+    assert testing.check_improver(improver)["checked"]
 
 
 def _configured_for_small_graphs(formulation):

@@ -50,7 +50,7 @@ def test_lns_honours_a_set_stop_event_and_works_without_incumbent():
 
 
 class _Recorder(Formulation):
-    capabilities = frozenset({"dag", "chain", "single_device"})
+    capabilities = frozenset({"dag", "chain", "single_device", "honours_limits"})  # in-process: calls recorded
 
     def __init__(self, name, rank, calls):
         self.name, self.rank, self.calls = name, rank, calls
@@ -62,10 +62,12 @@ class _Recorder(Formulation):
 
 def test_formulations_run_by_rank_and_decomposed_only_when_named():
     forms = plugins.formulations()
-    assert forms["lns"].rank > forms["decomposed"].rank > forms["checkmate"].rank
+    # lns is an improver now: it runs after every formulation (the long phase lists formulations first)
+    assert "lns" in plugins.improvers() and "lns" not in forms
+    assert forms["decomposed"].rank > forms["checkmate"].rank
     p = _problem(seed=3, n=30)
     calls = []
-    anytime_solve(p, 5, heuristics=["split"], local_search=False,
+    anytime_solve(p, 5, heuristics=["split"], local_search=False, workers=1,
                   formulations=[_Recorder("late", 20.0, calls), _Recorder("early", 5.0, calls),
                                 _Recorder("tie_a", 10.0, calls), _Recorder("tie_b", 10.0, calls)])
     assert calls == ["early", "tie_a", "tie_b", "late"]

@@ -1,4 +1,5 @@
-"""Built-in multi-device (CPU+GPU) heuristics and formulations."""
+"""Built-in multi-device (CPU+GPU) heuristics and formulations.  Each reads
+``problem.objective`` (serial time or makespan): one object per method."""
 
 from ..hookspecs import hookimpl
 
@@ -9,11 +10,7 @@ def hybrid_remat_register_heuristics():
     from ..hetero.lift import LiftedSingleDevice
     from ..hetero.paging import HeftOffload
 
-    # makespan variants: anytime_solve(..., objective="makespan") picks their plans
-    mk_heft = HeftScheduler(objective="makespan", name="hetero_heft_mk")
-    mk_lift = LiftedSingleDevice(objective="makespan")
-    mk_lift.name = "hetero_lift_mk"
-    return [HeftScheduler(), HeftOffload(), LiftedSingleDevice(), mk_heft, mk_lift]
+    return [HeftScheduler(), HeftOffload(), LiftedSingleDevice()]
 
 
 @hookimpl

@@ -14,7 +14,8 @@ Recomputations that only fed a replaced recomputation become dead and are
 removed (which can only lower memory).
 
 :class:`LiftedSingleDevice` runs every registered single-device heuristic
-on the GPU alone, lifts each valid plan and keeps the best.
+on the GPU alone through the portfolio runner, lifts the best plans and
+keeps the best by ``problem.objective``.
 
 Examples
 --------
@@ -38,11 +39,11 @@ import warnings
 import numpy as np
 
 from ..errors import BudgetError, HybridRematError, PlanError
-from ..interfaces import Heuristic, accepts
+from ..interfaces import Heuristic
+from ..limits import NO_LIMITS, Limits
 from ..plan import OP_COMPUTE, OP_COPY, OP_FREE, Plan
 from ..problem import Problem
 from ..simulate import simulate
-from .heft import objective_value
 
 __all__ = ["lift_plan", "remove_dead_computes", "gpu_only_problem", "host_device", "single_device_portfolio",
            "LiftedSingleDevice"]
@@ -215,12 +216,15 @@ def _named(steps, names):
     return out
 
 
-def single_device_portfolio(sub: Problem, *, exclude=(), seed: int = 0) -> list[tuple[str, Plan, float]]:
-    """Every registered heuristic that accepts ``sub`` (a one-device
-    problem), run and simulated: ``[(name, plan, serial time)]`` of the
-    valid plans, best first.  Our own HEFT restricted to the device is
-    always included."""
+def single_device_portfolio(sub: Problem, *, exclude=(), seed: int = 0, limits: Limits | None = None,
+                            top: int = 4) -> list[tuple[str, Plan, float]]:
+    """The best plans of every registered heuristic that accepts ``sub`` (a
+    one-device problem), run by the portfolio runner
+    (:func:`~hybrid_remat.portfolio.run_portfolio`, in this process) within
+    ``limits``: ``[(name, plan, value)]``, best first, at most ``top``.  Our
+    own HEFT restricted to the device is always included."""
     from .. import plugins
+    from ..portfolio import Ledger, run_portfolio
     from .heft import HeftScheduler
 
     heurs = {}
@@ -229,52 +233,51 @@ def single_device_portfolio(sub: Problem, *, exclude=(), seed: int = 0) -> list[
     except HybridRematError as e:  # a broken plugin must not break planning
         warnings.warn(f"plugin heuristics unavailable: {e}", stacklevel=2)
     heurs.setdefault("hetero_heft", HeftScheduler())
-    out = []
-    for name, h in heurs.items():
-        if name in exclude or not accepts(h, sub)[0]:
-            continue
-        try:
-            plan = h.run(sub, seed=seed)
-        except HybridRematError:
-            continue
-        if plan is None:
-            continue
-        try:
-            r = simulate(sub, plan)
-        except HybridRematError:
-            continue
-        if r.valid:
-            out.append((name, plan, r.total_time))
-    out.sort(key=lambda x: x[2])
-    return out
+    chosen = [h for name, h in heurs.items()
+              if name not in exclude and "bound_only" not in set(getattr(h, "capabilities", ()))]
+    limits = limits or NO_LIMITS
+    ledger = Ledger(sub, pool_size=top)
+    run_portfolio(sub, deadline=limits.deadline, heuristics=chosen, workers=1, seed=seed, node_limit=limits.nodes,
+                  work_limit=limits.work, stop=limits.stop, signals=(), ledger=ledger)
+    return [(source, plan, value) for value, source, plan in ledger.best_plans(top)]
 
 
 class LiftedSingleDevice(Heuristic):
-    """The best single-device (GPU) plan of the portfolio, lifted with host
-    offload (:func:`lift_plan`, both policies); best by ``objective``."""
+    """The best single-device (GPU) plans of the portfolio, lifted with host
+    offload (:func:`lift_plan`, both policies); best by ``problem.objective``."""
 
     name = "hetero_lift"
-    version = "1"
-    capabilities = frozenset({"dag", "chain", "multi_device", "needs_budget"})
+    version = "2"
+    capabilities = frozenset({"dag", "chain", "multi_device", "needs_budget", "honours_limits", "serial", "makespan"})
     rank = 5.0
 
-    def __init__(self, objective: str = "serial", top: int = 3):
-        self.objective = objective
+    #: share of the limits that the single-device portfolio may use (the rest lifts and simulates)
+    PORTFOLIO_SHARE = 0.8
+
+    def __init__(self, top: int = 3):
         self.top = top
 
-    def run(self, problem: Problem, *, seed: int = 0):
+    def warmup(self) -> None:
+        """Nothing of its own to compile: its heuristics are warmed with the rest."""
+
+    def run(self, problem: Problem, *, seed: int = 0, limits: Limits | None = None):
+        limits = limits or NO_LIMITS
         sub = gpu_only_problem(problem)
         if sub is None or problem.is_single_device:
             return None
+        left = limits.left()
+        inner = limits.share(self.PORTFOLIO_SHARE * left) if np.isfinite(left) else limits
         best, best_val = None, np.inf
-        for name, plan, _ in single_device_portfolio(sub, exclude=(self.name,), seed=seed)[: self.top]:
+        for name, plan, _ in single_device_portfolio(sub, exclude=(self.name,), seed=seed, limits=inner)[: self.top]:
+            if limits.expired() and best is not None:
+                break
             plan = plan.renamed([sub.primary.name] * len(plan.devices)) if len(plan.devices) == 1 else plan
             for policy in ("serial", "all"):
                 lifted = lift_plan(problem, plan, policy=policy)
                 r = simulate(problem, lifted)
                 if not r.valid:
                     continue
-                val = objective_value(r, self.objective)
+                val = problem.objective.value(r)
                 if val < best_val - 1e-15:
                     lifted.meta["source"] = name
                     best, best_val = lifted, val

@@ -1,0 +1,39 @@
+"""The one portfolio runner of hybrid_remat.
+
+``anytime_solve``, the parallel workers, the hetero lift and the torch
+planner are built on it:
+
+* :mod:`~hybrid_remat.portfolio.ledger`: incumbent, bounds by scope,
+  history, report, status (every plan simulated, impossible bounds rejected);
+* :mod:`~hybrid_remat.portfolio.scheduler`: admission, order by measured
+  value per second, time shares, skipping what cannot finish;
+* :mod:`~hybrid_remat.portfolio.execute`: one task of any kind, with the
+  new or the legacy signatures (:mod:`~hybrid_remat.portfolio.calls`);
+* :mod:`~hybrid_remat.portfolio.runner`: the schedule in this process or in
+  worker processes, signals, deadlines;
+* :mod:`~hybrid_remat.portfolio.workers`: the worker processes and the
+  shared incumbent.
+"""
+
+from .calls import BoundFromHeuristic, ImproverFromFormulation, ImproverFromFunction, as_bound
+from .execute import LedgerView, Outcome, execute
+from .ledger import Improvement, Ledger, SourceReport
+from .runner import PortfolioRun, honours_limits, run_portfolio
+from .scheduler import Scheduler, Task
+from .workers import Pool, SharedIncumbent
+
+__all__ = [
+    "Ledger", "SourceReport", "Improvement", "Scheduler", "Task", "execute", "Outcome", "LedgerView",
+    "run_portfolio", "PortfolioRun", "honours_limits", "Pool", "SharedIncumbent", "as_bound",
+    "BoundFromHeuristic", "ImproverFromFunction", "ImproverFromFormulation", "default_workers",
+]
+
+
+def default_workers() -> int:
+    """The cores this process may use (``len(os.sched_getaffinity(0))``)."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
