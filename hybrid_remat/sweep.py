@@ -44,7 +44,7 @@ Examples
 >>> rows = sweep([g], "80%,40%,10%", solvers=["dtr"], jobs=1)
 >>> records = rows.to_dict("records") if hasattr(rows, "to_dict") else rows
 >>> [(r["budget"], r["status"], round(r["tdi_pct"], 2)) for r in records]
-[('80%', 'feasible', 8.33), ('40%', 'feasible', 50.0), ('10%', 'below_min', nan)]
+[('80%', 'optimal', 8.33), ('40%', 'feasible', 50.0), ('10%', 'below_min', nan)]
 """
 
 from __future__ import annotations
