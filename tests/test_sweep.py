@@ -21,7 +21,7 @@ from hybrid_remat.sweep import COLUMNS, Solver, parse_budgets, read_csv, sweep
 sweep_module = importlib.import_module("hybrid_remat.sweep")  # `hybrid_remat.sweep` is the function
 
 # deterministic: heuristics without time limits, no time-bounded polish
-DETERMINISTIC = [Solver("heur", ("dtr", "staged_evict", "chen_sqrtn_ap", "cut_bound"), (), local_search=False),
+DETERMINISTIC = [Solver("heur", ("dtr", "staged_evict", "chen_sqrtn_ap"), (), local_search=False),
                  Solver("dtr", ("dtr",), (), local_search=False)]
 TIMING = {"t_first_s", "t_best_s", "wall_s", "plan"}  # and where the plan was written
 
@@ -124,7 +124,7 @@ def test_ctrl_c_keeps_the_rows_done(tmp_path, monkeypatch):
         sweep(_graphs()[:1], "90%,70%,50%,40%", solvers=DETERMINISTIC[1:], jobs=1, out=str(out))
     rows = read_csv(str(out))
     assert [r["budget"] for r in rows] == ["90%", "70%"]
-    assert all(r["status"] == "feasible" for r in rows)
+    assert all(r["status"] in ("feasible", "optimal") for r in rows)
 
 
 def test_list_of_dicts_without_pandas(monkeypatch):
@@ -139,7 +139,7 @@ def test_list_of_dicts_without_pandas(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_pandas)
     rows = sweep(_graphs()[:1], "80%", solvers=DETERMINISTIC[1:], jobs=1)
-    assert isinstance(rows, list) and rows[0]["graph"] == "mlp12" and rows[0]["status"] == "feasible"
+    assert isinstance(rows, list) and rows[0]["graph"] == "mlp12" and rows[0]["status"] in ("feasible", "optimal")
 
 
 def _key_rows(rows):
