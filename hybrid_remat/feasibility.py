@@ -1,0 +1,438 @@
+"""Is there a plan at all?  Bounds on, and the exact value of, the smallest
+feasible budget of a single-device problem.
+
+A plan exists under budget ``B`` when some sequence of computations and
+frees computes every node at least once with at most ``B`` bytes resident
+after each allocation (the simulator's rules).  Three figures, from cheap to
+exact:
+
+* :func:`~hybrid_remat.budgets.budget_lower_bound`: the largest node plus
+  its inputs.  A lower bound only: bytes ``[10, 1, 10, 1, 1]`` with edges
+  ``0->1, 2->3, 1->4, 3->4`` give 11 B, yet every plan needs 12 B.
+* :func:`order_bound`: for every node ``v``, consider the order in which its
+  inputs were computed last before ``v``: when the last of them is computed,
+  all the others are resident, and so are its own inputs.  Minimising the
+  largest such figure over the orders of ``v``'s inputs (a subset dynamic
+  programme, Numba) gives a bound at least as large (12 B above).
+* :func:`check_budget`: an exact search over compute/free orders that
+  either finds a plan within ``B`` (simulated) or proves that none exists.
+  States are (resident set, computed-at-least-once set); a move frees a set
+  of resident outputs and computes one node; outputs no longer needed
+  (every descendant computed) are freed at once; only inclusion-maximal
+  kept sets are tried, and a state is skipped when a visited state with the
+  same computed set keeps a superset (it can do everything the skipped one
+  can).  Exponential in the worst case (the problem is PSPACE-hard): it is
+  meant for graphs of up to a few dozen nodes and stops within its
+  :class:`~hybrid_remat.limits.Limits` with ``"unknown"``.
+
+:func:`smallest_feasible_budget` bisects between :func:`order_bound` and
+the best plan found; :class:`FeasibilityBound` (registered as the bound
+``feasibility``) returns ``+inf`` when it proves that no plan fits the
+budget, which the portfolio reports as status ``infeasible``.
+
+Examples
+--------
+>>> from hybrid_remat.graph import Graph
+>>> from hybrid_remat.budgets import budget_lower_bound
+>>> g = Graph.from_arrays([10, 1, 10, 1, 1], [(0, 1), (2, 3), (1, 4), (3, 4)], [1.0] * 5)
+>>> budget_lower_bound(g), order_bound(g)
+(11, 12)
+>>> check_budget(g, 11).status, check_budget(g, 12).status
+('infeasible', 'feasible')
+>>> smallest_feasible_budget(g).exact
+12
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from .budgets import budget_lower_bound, keep_all_peak
+from .graph import Graph
+from .interfaces import ALL_PLANS, Bound, BoundResult
+from .limits import UNLIMITED_WORK, Limits
+from .plan import Plan, keep_all_plan, plan_from_order
+
+__all__ = [
+    "order_bound", "check_budget", "smallest_feasible_budget", "Feasibility", "BudgetRange",
+    "FeasibilityBound", "EXACT_MAX_NODES",
+]
+
+#: graphs above this many nodes get the bounds only (the exact search would
+#: not settle them); pass ``max_nodes=`` to try anyway
+EXACT_MAX_NODES = 64
+#: inputs per node up to which :func:`order_bound` orders them exactly (2^k k steps)
+ORDER_MAX_INPUTS = 14
+_CHECK_EVERY = 512  # search steps between deadline checks
+_MAX_STATES = 2_000_000  # visited states per sink before the search gives up (memory)
+
+
+# ----------------------------------------------------------------- the bound
+@njit(cache=True)
+def _order_bound_kernel(bytes_, pred_ptr, pred_idx, kmax, work):
+    """``(bound, work spent)``; past ``work`` steps only the last-input term
+    is used (still a valid bound)."""
+    n = bytes_.shape[0]
+    best = 0
+    spent = 0
+    for v in range(n):
+        a = pred_ptr[v]
+        k = pred_ptr[v + 1] - a
+        sp = 0
+        for i in range(k):
+            sp += bytes_[pred_idx[a + i]]
+        lb = sp + bytes_[v]
+        if k >= 2:
+            # bytes of u's inputs outside v's inputs, for each input u of v
+            outside = np.empty(k, dtype=np.int64)
+            masks = np.zeros(k, dtype=np.int64)
+            last = -1
+            for i in range(k):
+                u = pred_idx[a + i]
+                tot = 0
+                inside = 0
+                for q in range(pred_ptr[u], pred_ptr[u + 1]):
+                    w = pred_idx[q]
+                    tot += bytes_[w]
+                    for j in range(k):  # is w an input of v?
+                        if pred_idx[a + j] == w:
+                            if k <= kmax:
+                                masks[i] |= np.int64(1) << j
+                            inside += bytes_[w]
+                            break
+                outside[i] = tot - inside
+                if last < 0 or outside[i] < last:
+                    last = outside[i]
+            if sp + last > lb:  # the input computed last sees all the others resident
+                lb = sp + last
+            size = np.int64(1) << k
+            if k <= kmax and spent + size * k <= work:
+                spent += size * k
+                bsum = np.zeros(size, dtype=np.int64)
+                for s in range(1, size):
+                    low = s & (-s)
+                    j = 0
+                    while (np.int64(1) << j) != low:
+                        j += 1
+                    bsum[s] = bsum[s ^ low] + bytes_[pred_idx[a + j]]
+                dp = np.zeros(size, dtype=np.int64)
+                for s in range(1, size):
+                    m = np.int64(-1)
+                    for i in range(k):
+                        bit = np.int64(1) << i
+                        if s & bit:
+                            t = s ^ bit  # resident before input i's last computation
+                            here = bsum[s] + outside[i] + bsum[masks[i]] - bsum[masks[i] & t]
+                            val = dp[t] if dp[t] > here else here
+                            if m < 0 or val < m:
+                                m = val
+                    dp[s] = m
+                if dp[size - 1] > lb:
+                    lb = dp[size - 1]
+            else:
+                spent += k
+        else:
+            spent += 1
+        if lb > best:
+            best = lb
+    return best, spent
+
+
+def order_bound(graph: Graph, *, limits: Limits | None = None) -> int:
+    """A lower bound on the smallest feasible budget, at least
+    :func:`~hybrid_remat.budgets.budget_lower_bound` (module docstring).
+
+    Within ``limits`` (work: DP steps) it orders the inputs of nodes with up
+    to :data:`ORDER_MAX_INPUTS` inputs exactly; beyond that it uses the
+    last-input term only."""
+    work = (limits or Limits()).work_for(2e7)
+    value, _ = _order_bound_kernel(graph.bytes, graph.pred_ptr, graph.pred_idx, ORDER_MAX_INPUTS, work)
+    return max(int(value), budget_lower_bound(graph))
+
+
+# ----------------------------------------------------------- exact search
+@dataclass
+class Feasibility:
+    """The answer of :func:`check_budget`.
+
+    ``status``: ``"feasible"`` (``plan`` fits the budget; simulated),
+    ``"infeasible"`` (proved: no plan fits) or ``"unknown"`` (limits hit, or
+    the graph is above ``max_nodes``).  ``reason`` says how it was decided;
+    ``work`` counts search steps."""
+
+    status: str
+    plan: Plan | None = None
+    reason: str = ""
+    work: int = 0
+
+
+@dataclass
+class BudgetRange:
+    """The smallest feasible budget lies in ``[lower, upper]``; ``exact`` is
+    it when the two meet (else ``None``).  ``plan`` fits ``upper``
+    (simulated)."""
+
+    lower: int
+    upper: int
+    plan: Plan | None = None
+    work: int = 0
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def exact(self) -> int | None:
+        return self.upper if self.lower == self.upper else None
+
+
+class _OutOfLimits(Exception):
+    pass
+
+
+class _Search:
+    """Depth-first search for a plan that computes one sink from an empty
+    memory within a budget (module docstring)."""
+
+    def __init__(self, graph: Graph, limits: Limits):
+        n = graph.n
+        self.n = n
+        self.b = [int(x) for x in graph.bytes]
+        self.pmask = [sum(1 << int(u) for u in graph.preds(v)) for v in range(n)]
+        self.pbytes = [sum(self.b[int(u)] for u in graph.preds(v)) for v in range(n)]
+        anc = [0] * n
+        for v in range(n):
+            for u in graph.preds(v).tolist():
+                anc[v] |= (1 << u) | anc[u]
+        self.anc = anc
+        self.sinks = [v for v in range(n) if graph.succ_ptr[v] == graph.succ_ptr[v + 1]]
+        self.limits = limits
+        self.cap = limits.work if limits.work is not None else UNLIMITED_WORK
+        self.work = 0
+
+    def _tick(self) -> None:
+        self.work += 1
+        if self.work > self.cap or (self.work % _CHECK_EVERY == 0 and self.limits.expired()):
+            raise _OutOfLimits
+
+    def _mem(self, mask: int) -> int:
+        total = 0
+        while mask:
+            low = mask & -mask
+            total += self.b[low.bit_length() - 1]
+            mask ^= low
+        return total
+
+    def _maximal(self, mask: int, cap: int):
+        """The inclusion-maximal subsets of ``mask`` of at most ``cap`` bytes."""
+        items = []
+        free = 0
+        m = mask
+        while m:
+            low = m & -m
+            size = self.b[low.bit_length() - 1]
+            if size == 0:
+                free |= low  # costs nothing to keep
+            else:
+                items.append((size, low))
+            m ^= low
+        items.sort(key=lambda t: -t[0])
+        suffix = [0] * (len(items) + 1)
+        for i in range(len(items) - 1, -1, -1):
+            suffix[i] = suffix[i + 1] + items[i][0]
+
+        def gen(i, chosen, room, smallest_left_out):
+            self._tick()
+            if room - suffix[i] >= smallest_left_out:
+                return  # something left out would still fit: not maximal
+            if i == len(items):
+                yield chosen
+                return
+            size, bit = items[i]
+            if size <= room:
+                yield from gen(i + 1, chosen | bit, room - size, smallest_left_out)
+            yield from gen(i + 1, chosen, room, min(smallest_left_out, size))
+
+        yield from gen(0, free, cap, math.inf)
+
+    def _moves(self, nodes: list[int], R: int, budget: int):
+        """Compute a node (inputs resident, itself not) after freeing down to
+        an inclusion-maximal kept set that fits."""
+        mem = self._mem(R)
+        for v in nodes:
+            bit = 1 << v
+            if R & bit or (self.pmask[v] & R) != self.pmask[v]:
+                continue
+            room = budget - self.b[v] - self.pbytes[v]
+            if room < 0:
+                continue
+            others = R & ~self.pmask[v]
+            keeps = [others] if mem - self.pbytes[v] <= room else self._maximal(others, room)
+            for K in keeps:
+                yield v, K | self.pmask[v] | bit
+
+    def sink(self, s: int, budget: int) -> list[int] | None:
+        """A compute sequence ending with sink ``s`` from an empty memory
+        within ``budget``, or ``None`` when none exists; raises
+        :class:`_OutOfLimits`."""
+        if self.b[s] + self.pbytes[s] > budget:
+            return None
+        goal = self.pmask[s]
+        nodes = [u for u in range(s - 1, -1, -1) if (self.anc[s] >> u) & 1]  # nearest the sink first
+        visited = {0}
+        stack = [self._moves(nodes, 0, budget)]
+        seq: list[int] = []
+        if goal == 0:
+            return [s]
+        while stack:
+            self._tick()
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                if seq:
+                    seq.pop()
+                continue
+            v, R2 = nxt
+            if R2 & goal == goal:
+                return [*seq, v, s]
+            if R2 in visited:
+                continue
+            if len(visited) >= _MAX_STATES:
+                raise _OutOfLimits
+            visited.add(R2)
+            seq.append(v)
+            stack.append(self._moves(nodes, R2, budget))
+        return None
+
+
+def _confirmed(graph: Graph, plan: Plan, budget: int) -> bool:
+    from .problem import Device, Problem
+    from .simulate import simulate
+
+    kind = graph.cost_kinds[0]
+    problem = Problem(graph, [Device(kind, kind, int(budget))], check=False)
+    return bool(simulate(problem, plan).valid)
+
+
+def check_budget(graph: Graph, budget: int, *, limits: Limits | None = None,
+                 max_nodes: int = EXACT_MAX_NODES) -> Feasibility:
+    """Whether some plan of ``graph`` fits ``budget`` bytes on one device.
+
+    Decides by the keep-all peak (fits: feasible), :func:`order_bound`
+    (above the budget: infeasible), then the exact search (graphs of up to
+    ``max_nodes`` nodes, within ``limits``; work unit: one search step).
+    A ``"feasible"`` answer carries a plan the simulator accepted.
+
+    The search uses that a plan exists if and only if every sink can be
+    computed from an empty memory (a plan computes every node; doing the
+    sinks one after another, each from scratch, is then possible), so it
+    searches one sink at a time over resident sets only."""
+    limits = limits or Limits()
+    budget = int(budget)
+    device = graph.cost_kinds[0]
+    if keep_all_peak(graph) <= budget:
+        return Feasibility("feasible", keep_all_plan(graph, device), "the keep-all plan fits")
+    lb = order_bound(graph, limits=limits)
+    if budget < lb:
+        return Feasibility("infeasible", None, f"every plan needs at least {lb} B (order bound)")
+    if graph.n > max_nodes:
+        return Feasibility("unknown", None, f"no exact search above {max_nodes} nodes")
+    search = _Search(graph, limits)
+    seq: list[int] = []
+    try:
+        for s in search.sinks:
+            part = search.sink(s, budget)
+            if part is None:
+                return Feasibility("infeasible", None, f"the exact search proved that sink {s} "
+                                   f"({graph.names[s]}) cannot be computed within {budget} B", search.work)
+            seq += part
+    except _OutOfLimits:
+        return Feasibility("unknown", None, "the exact search hit its limits", search.work)
+    plan = plan_from_order(graph, seq, device, {"solver": "feasibility"})
+    if _peak(graph, plan, budget) is None:  # never expected: the search follows the simulator's rules
+        return Feasibility("unknown", None, "the plan found did not pass the simulator", search.work)
+    return Feasibility("feasible", plan, "the exact search found a plan", search.work)
+
+
+def _peak(graph: Graph, plan: Plan, budget: int) -> int | None:
+    """The plan's simulated peak if it is valid within ``budget``, else ``None``."""
+    from .problem import Device, Problem
+    from .simulate import simulate
+
+    kind = graph.cost_kinds[0]
+    r = simulate(Problem(graph, [Device(kind, kind, int(budget))], check=False), plan)
+    return int(r.peak_bytes[kind]) if r.valid else None
+
+
+def smallest_feasible_budget(graph: Graph, *, limits: Limits | None = None,
+                             max_nodes: int = EXACT_MAX_NODES) -> BudgetRange:
+    """Bounds on the smallest budget at which a plan exists, exact when the
+    search settles it within ``limits`` (``.exact``).
+
+    The smallest budget is the largest over the sinks of the smallest
+    budget that computes the sink from an empty memory; each is found by
+    bisection, starting from :func:`order_bound`.  ``plan`` fits ``upper``
+    (simulated)."""
+    limits = limits or Limits()
+    device = graph.cost_kinds[0]
+    lo = order_bound(graph, limits=limits)
+    hi = keep_all_peak(graph)
+    best = BudgetRange(lo, hi, keep_all_plan(graph, device))
+    if lo >= hi or graph.n > max_nodes:
+        best.lower = min(lo, hi)
+        return best
+    search = _Search(graph, limits)
+    seq: list[int] = []
+    probes = 0
+    try:
+        for s in search.sinks:
+            part = search.sink(s, lo)
+            probes += 1
+            if part is None:  # this sink needs more than lo: bisect (lo, hi]
+                a, b = lo + 1, hi
+                while a < b:
+                    mid = (a + b) // 2
+                    probes += 1
+                    found = search.sink(s, mid)
+                    if found is None:
+                        a = mid + 1
+                    else:
+                        part, b = found, mid
+                lo = a
+                if part is None:
+                    part = search.sink(s, lo)
+            seq += part
+    except _OutOfLimits:
+        best.lower, best.work, best.stats = lo, search.work, {"probes": probes, "settled": False}
+        return best
+    plan = plan_from_order(graph, seq, device, {"solver": "feasibility"})
+    peak = _peak(graph, plan, lo)
+    best.work, best.stats = search.work, {"probes": probes, "settled": peak is not None}
+    if peak is not None:  # the simulator confirms a plan within lo: lo is the smallest feasible budget
+        best.lower = best.upper = peak
+        best.plan = plan
+    return best
+
+
+class FeasibilityBound(Bound):
+    """The bound ``feasibility``: ``+inf`` when no plan fits the budget.
+
+    It proves infeasibility with :func:`order_bound` or the exact search of
+    :func:`check_budget` (single device); otherwise it says nothing
+    (``-inf``) and ``stats`` tells why (``status``: feasible or unknown).
+    An all-plans bound of ``+inf`` makes the portfolio report
+    ``infeasible``."""
+
+    name = "feasibility"
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "single_device", "serial", "makespan", "needs_budget",
+                              "honours_limits", "deterministic"})
+    rank = 1.0
+
+    def bound(self, problem, *, limits=None) -> BoundResult:
+        if not problem.is_single_device:
+            return BoundResult(-math.inf, ALL_PLANS, {"status": "unknown", "reason": "single-device problems only"})
+        res = check_budget(problem.graph, int(problem.budgets[0]), limits=limits)
+        value = math.inf if res.status == "infeasible" else -math.inf
+        return BoundResult(value, ALL_PLANS, {"status": res.status, "reason": res.reason, "work": res.work})
