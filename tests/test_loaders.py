@@ -68,11 +68,15 @@ def test_the_valid_documents_load():
     ],
 )
 def test_malformed_remat_graph_documents_are_named(tmp_path, mutate, needle):
-    doc = copy.deepcopy(REMAT)
+    assert_named(tmp_path, REMAT, mutate, needle)
+
+
+def assert_named(tmp_path, base, mutate, needle):
+    """``base`` changed by ``mutate`` fails to load with one line holding ``needle``."""
+    doc = copy.deepcopy(base)
     mutate(doc)
-    path = write(doc, tmp_path / "g.json")
     with pytest.raises(GraphError) as e:
-        load_graph(path)
+        load_graph(write(doc, tmp_path / "g.json"))
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
@@ -93,12 +97,7 @@ def test_malformed_remat_graph_documents_are_named(tmp_path, mutate, needle):
     ],
 )
 def test_malformed_node_link_documents_are_named(tmp_path, mutate, needle):
-    doc = copy.deepcopy(NODE_LINK)
-    mutate(doc)
-    path = write(doc, tmp_path / "g.json")
-    with pytest.raises(GraphError) as e:
-        load_graph(path)
-    assert needle in str(e.value) and "\n" not in str(e.value)
+    assert_named(tmp_path, NODE_LINK, mutate, needle)
 
 
 @pytest.mark.parametrize("keep", [0.3, 0.6, 0.95])
