@@ -238,8 +238,8 @@ def cmd_solve(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    from .budgets import format_bytes
-    from .errors import PlanError
+    from .budgets import format_bytes, parse_budget
+    from .errors import BudgetError, PlanError
     from .loaders import load_graph
     from .plan import plan_from_json
     from .problem import Device, Problem, default_links
@@ -260,11 +260,13 @@ def cmd_simulate(args) -> int:
             raise PlanError(f"{args.plan} names no devices: give --budget or --device")
         try:
             devices = [
-                Device(d["name"], d.get("kind", d["name"]), int(d["memory_bytes"]), can_compute=d.get("kind") != "storage")
+                Device(d["name"], d.get("kind", d["name"]), parse_budget(int(d["memory_bytes"])),
+                       can_compute=d.get("kind") != "storage")
                 for d in devs
             ]
-        except (KeyError, TypeError, ValueError):
-            raise PlanError(f"{args.plan}: malformed devices list") from None
+        except (KeyError, TypeError, ValueError, OverflowError, BudgetError):
+            raise PlanError(f"{args.plan}: malformed devices list (each needs a name and memory_bytes "
+                            "from 1 B to 4 EiB)") from None
         problem = Problem(g, devices, default_links(g, [d.name for d in devices]))
     else:
         problem = _problem(g, args)

@@ -419,8 +419,10 @@ class FeasibilityBound(Bound):
     """The bound ``feasibility``: ``+inf`` when no plan fits the budget.
 
     It proves infeasibility with :func:`order_bound` or the exact search of
-    :func:`check_budget` (single device); otherwise it says nothing
-    (``-inf``) and ``stats`` tells why (``status``: feasible or unknown).
+    :func:`check_budget` (single device; the search takes at most
+    ``time_share`` of the time left, or the work budget of deterministic
+    limits); otherwise it says nothing (``-inf``) and ``stats`` tells why
+    (``status``: feasible or unknown).
     An all-plans bound of ``+inf`` makes the portfolio report
     ``infeasible``."""
 
@@ -430,9 +432,15 @@ class FeasibilityBound(Bound):
                               "honours_limits", "deterministic"})
     rank = 1.0
 
+    #: share of the time left that the exact search may use (the heuristics find plans faster)
+    time_share = 0.25
+
     def bound(self, problem, *, limits=None) -> BoundResult:
         if not problem.is_single_device:
             return BoundResult(-math.inf, ALL_PLANS, {"status": "unknown", "reason": "single-device problems only"})
+        limits = limits or Limits()
+        if math.isfinite(limits.left()):
+            limits = limits.share(max(0.5, self.time_share * limits.left()))
         res = check_budget(problem.graph, int(problem.budgets[0]), limits=limits)
         value = math.inf if res.status == "infeasible" else -math.inf
         return BoundResult(value, ALL_PLANS, {"status": res.status, "reason": res.reason, "work": res.work})

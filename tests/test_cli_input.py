@@ -209,3 +209,12 @@ def test_readme_commands_install_the_plugins_after_the_library():
     assert test.rstrip().endswith("python3 -m pytest")
     ci = (ROOT / ".ci" / "run").read_text()
     assert test in ci.splitlines(), ".ci/run must run the README's test command verbatim"
+
+
+def test_simulate_rejects_plan_devices_beyond_int64(capsys, tmp_path):
+    plan = {"format": "remat-plan/1", "devices": [{"name": "gpu", "kind": "gpu", "memory_bytes": 10**30}],
+            "steps": [{"op": "compute", "node": 0, "device": "gpu"}]}
+    ppath = tmp_path / "plan.json"
+    ppath.write_text(json.dumps(plan))
+    rc, out, err = run(capsys, "simulate", write_graph(tmp_path, ISSUE_GRAPH), ppath)
+    assert rc == 2 and err.count("\n") == 1 and "memory_bytes from 1 B to 4 EiB" in err
