@@ -134,3 +134,24 @@ def test_the_feasibility_bound_is_registered_and_proves_infeasibility():
     two = Problem(ISSUE, [Device("cost", "cost", 11), Device("host", "storage", 100, can_compute=False)], check=False)
     res = bound.bound(two)
     assert res.value == -math.inf and res.stats["status"] == "unknown"  # one device only
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sink_kernel_matches_its_python_version(monkeypatch, seed):
+    import hybrid_remat.feasibility as feas
+
+    g = random_tiny(seed)
+    true = brute_smallest_budget(g)
+    fast = [check_budget(g, b).status for b in (true - 1, true)]
+    with np.errstate(over="ignore"):
+        monkeypatch.setattr(feas, "_sink_kernel", feas._sink_kernel.py_func)
+        monkeypatch.setattr(feas, "order_bound", lambda graph, limits=None: budget_lower_bound(graph))
+        slow = [check_budget(g, b) for b in (true - 1, true)]
+    assert [r.status for r in slow] == fast == ["infeasible", "feasible"]
+    assert simulate(on_one_device(g, true), slow[1].plan).valid
+
+
+def test_warm_up_runs():
+    from hybrid_remat.feasibility import warm_up
+
+    warm_up()
