@@ -457,17 +457,16 @@ def smallest_feasible_budget(graph: Graph, *, limits: Limits | None = None,
         for s in search.sinks:
             part = search.sink(s, lo)
             probes += 1
-            if part is None:  # this sink needs more than lo: bisect (lo, hi]
-                a, b = lo + 1, hi
-                while a < b:
-                    mid = (a + b) // 2
+            if part is None:  # this sink needs more than lo: bisect (lo, hi], raising lo as budgets are refuted
+                lo, b = lo + 1, hi
+                while lo < b:
+                    mid = (lo + b) // 2
                     probes += 1
                     found = search.sink(s, mid)
                     if found is None:
-                        a = mid + 1
+                        lo = mid + 1
                     else:
                         part, b = found, mid
-                lo = a
                 if part is None:
                     part = search.sink(s, lo)
             seq += part
