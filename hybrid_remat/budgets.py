@@ -1,4 +1,5 @@
-"""Memory budgets: parsing, the keep-all peak and the smallest feasible budget.
+"""Memory budgets: parsing, the keep-all peak and a lower bound on the
+smallest feasible budget.
 
 The *keep-all peak* is the peak memory of executing the reference order
 ``0..n-1`` once, each output live from its producer until its last consumer:
@@ -6,11 +7,16 @@ at step ``j`` the live outputs of earlier nodes plus the output of node ``j``
 (the Moccasin/Checkmate protocol).  Budgets are activation memory only;
 parameters are excluded.
 
+:func:`budget_lower_bound` (old name :func:`min_feasible_budget`) is the
+largest node plus its inputs: no plan fits below it, but a plan need not
+exist at it.  :mod:`hybrid_remat.feasibility` has a tighter bound and an
+exact search for the smallest feasible budget.
+
 Examples
 --------
 >>> from hybrid_remat.generators import chain
 >>> g = chain(4, bytes=10)
->>> keep_all_peak(g), min_feasible_budget(g)
+>>> keep_all_peak(g), budget_lower_bound(g)
 (20, 20)
 >>> parse_budget("50%", g), parse_budget("1KiB", g), parse_budget(64, g)
 (10, 1024, 64)
@@ -26,9 +32,16 @@ import numpy as np
 from numba import njit
 
 from .errors import BudgetError
-from .graph import Graph
+from .graph import MAX_TOTAL_BYTES, Graph
 
-__all__ = ["parse_budget", "keep_all_peak", "min_feasible_budget", "node_need_bytes", "format_bytes"]
+__all__ = [
+    "parse_budget", "keep_all_peak", "budget_lower_bound", "min_feasible_budget", "node_need_bytes", "format_bytes",
+    "MAX_BUDGET_BYTES",
+]
+
+#: the largest budget accepted (4 EiB): budgets and graph sizes both stay
+#: below it, so their sums fit int64 (see :data:`hybrid_remat.graph.MAX_TOTAL_BYTES`)
+MAX_BUDGET_BYTES = MAX_TOTAL_BYTES
 
 _UNITS = {
     "": 1, "b": 1,
@@ -83,10 +96,30 @@ def node_need_bytes(graph: Graph) -> np.ndarray:
     return _node_need_kernel(graph.bytes, graph.pred_ptr, graph.pred_idx)
 
 
-def min_feasible_budget(graph: Graph) -> int:
-    """The smallest budget under which some plan exists: max over nodes of
-    the node's bytes plus its inputs' bytes."""
+def budget_lower_bound(graph: Graph) -> int:
+    """A lower bound on the smallest feasible budget: the largest node's
+    bytes plus its inputs' bytes (computing it needs them all resident).
+
+    Not the smallest budget at which a plan exists: with bytes
+    ``[10, 1, 10, 1, 1]`` and edges ``0->1, 2->3, 1->4, 3->4`` it is 11 B but
+    every plan needs 12 B.  :func:`hybrid_remat.feasibility.order_bound` is
+    tighter and :func:`hybrid_remat.feasibility.smallest_feasible_budget`
+    searches for the exact value.
+
+    Examples
+    --------
+    >>> from hybrid_remat.graph import Graph
+    >>> budget_lower_bound(Graph.from_arrays([10, 1, 10, 1, 1], [(0, 1), (2, 3), (1, 4), (3, 4)], [1.0] * 5))
+    11
+    """
     return int(node_need_bytes(graph).max())
+
+
+def min_feasible_budget(graph: Graph) -> int:
+    """Old name of :func:`budget_lower_bound`, kept so that callers do not
+    break.  Despite the name it is a lower bound (see there), not the
+    smallest budget at which a plan exists."""
+    return budget_lower_bound(graph)
 
 
 def format_bytes(b: float) -> str:
@@ -114,7 +147,8 @@ def parse_budget(budget, graph: Graph | None = None) -> int:
     Raises
     ------
     BudgetError
-        Unparsable, negative or zero budgets, or a percentage without a graph.
+        Unparsable, negative, zero or non-finite budgets, budgets above
+        :data:`MAX_BUDGET_BYTES` (4 EiB), or a percentage without a graph.
     """
     if isinstance(budget, bool):
         raise BudgetError(f"budget {budget!r} is not a size")
@@ -129,6 +163,8 @@ def parse_budget(budget, graph: Graph | None = None) -> int:
         if not mt:
             raise BudgetError(f"cannot read budget {budget!r}: use bytes, a size like '8GiB' or '512MB', or '80%'")
         num, unit = mt.group(1), mt.group(2).lower()
+        if float(num) > 1e30:  # before exact arithmetic on it ('1e999999999' would take forever)
+            raise BudgetError(f"budget {budget!r} is too large: at most {MAX_BUDGET_BYTES} B (4 EiB)")
         if unit == "%":
             if graph is None:
                 raise BudgetError(f"budget {budget!r} is a percentage but no graph was given")
@@ -144,4 +180,6 @@ def parse_budget(budget, graph: Graph | None = None) -> int:
         raise BudgetError(f"budget {budget!r} is not a size")
     if value <= 0:
         raise BudgetError(f"budget {budget!r} must be positive")
+    if value > MAX_BUDGET_BYTES:
+        raise BudgetError(f"budget {budget!r} is too large: at most {MAX_BUDGET_BYTES} B (4 EiB)")
     return value

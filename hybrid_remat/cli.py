@@ -10,21 +10,30 @@ Subcommands::
     hybrid-remat sweep GRAPH... --budgets 90%,80%,...,30% --time-limit S [--solver ...] [--ray [ADDRESS]]
     hybrid-remat torch-plan MODULE:FACTORY --input-shape ... --budget B --out plan.json
 
-Errors are one line on stderr and exit code 2.  Existing files are never
-overwritten unless ``--force`` is given.
+Graphs are ``remat-graph/1`` JSON (plain or ``.gz``, ``datasets/README.md``)
+or networkx node-link JSON (Checkmate/Moccasin exports).  Errors are one
+line on stderr and exit code 2; arguments are checked before any solve
+starts.  Existing files are never overwritten unless ``--force`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
 
 from .errors import HybridRematError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "MAX_TIME_LIMIT", "GRAPH_FORMATS"]
+
+#: the longest ``--time-limit`` accepted (7 days): anything longer is a typo
+MAX_TIME_LIMIT = 7 * 24 * 3600.0
+#: what the graph argument accepts, for --help
+GRAPH_FORMATS = ("graph file: remat-graph/1 JSON, plain or gzip (.json, .json.gz; datasets/README.md), "
+                 "or networkx node-link JSON (Checkmate/Moccasin exports)")
 
 
 class CLIError(Exception):
@@ -34,6 +43,24 @@ class CLIError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints usage + message)
         raise CLIError(message)
+
+    def format_help(self):
+        lazy = getattr(self, "lazy_epilog", None)
+        if callable(lazy):  # registry names are read only when help is shown (plugins load slowly)
+            self.epilog = lazy()
+        return super().format_help()
+
+
+def _registered_names() -> str:
+    """The valid --heuristic, --bound, --improver and --formulation names, from the registry."""
+    from . import plugins
+
+    def names(reg):
+        return ", ".join(sorted(reg)) or "none"
+
+    return (f"heuristics (--heuristic): {names(plugins.heuristics())}.  bounds (--bound): {names(plugins.bounds())}."
+            f"  improvers (--improver): {names(plugins.improvers())}.  formulations (--formulation): "
+            f"{names(plugins.formulations())}.")
 
 
 def _fmt_time(x: float) -> str:
@@ -49,12 +76,14 @@ def _problem(graph, args):
 
 
 def cmd_info(args) -> int:
-    from .budgets import format_bytes, keep_all_peak, min_feasible_budget
+    from .budgets import budget_lower_bound, format_bytes, keep_all_peak
+    from .feasibility import EXACT_MAX_NODES, smallest_feasible_budget
+    from .limits import Limits
     from .loaders import load_graph
 
+    _check_seconds("--search-time", args.search_time, allow_zero=True)
     g = load_graph(args.graph)
     peak = keep_all_peak(g)
-    feas = min_feasible_budget(g)
     print(f"graph        {g.name}")
     print(f"nodes        {g.n} ({int((g.phase == 0).sum())} forward, {int((g.phase == 1).sum())} backward)")
     print(f"edges        {g.m}")
@@ -63,20 +92,95 @@ def cmd_info(args) -> int:
         extra = f" ({est} estimated)" if est else ""
         print(f"cost sum     {k}: {_fmt_time(float(g.cost(k).sum()))}{extra}")
     print(f"keep-all peak        {peak} B ({format_bytes(peak)})")
-    print(f"smallest feasible    {feas} B ({format_bytes(feas)}, {100.0 * feas / peak:.1f}% of keep-all)")
+    node_bound = budget_lower_bound(g)
+    feas = smallest_feasible_budget(g, limits=Limits.seconds(args.search_time))
+    bound = max(node_bound, feas.lower)
+
+    def pct(b):
+        return f"{100.0 * b / peak:.1f}% of keep-all" if peak > 0 else "keep-all is 0 B"
+
+    print(f"budget lower bound   {bound} B ({format_bytes(bound)}, {pct(bound)}): no plan fits below it")
+    if bound > node_bound:
+        print(f"  (largest node with its inputs: {node_bound} B)")
+    if feas.exact is not None:
+        print(f"smallest feasible    {feas.exact} B ({format_bytes(feas.exact)}, {pct(feas.exact)}; "
+              "exact search, plan simulated)")
+    else:
+        why = (f"the exact search covers graphs up to {EXACT_MAX_NODES} nodes" if g.n > EXACT_MAX_NODES
+               else f"the exact search did not settle it in {args.search_time:g} s")
+        print(f"smallest feasible    between {feas.lower} B and {feas.upper} B ({why})")
     return 0
+
+
+def _check_seconds(flag: str, value: float, *, allow_zero: bool = False) -> None:
+    """A number of seconds: finite, positive (or 0), at most :data:`MAX_TIME_LIMIT`."""
+    if not math.isfinite(value):
+        raise CLIError(f"{flag} must be a finite number of seconds, not {value:g}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise CLIError(f"{flag} must be a positive number of seconds, not {value:g}")
+    if value > MAX_TIME_LIMIT:
+        raise CLIError(f"{flag} {value:g} s is more than {MAX_TIME_LIMIT:g} s (7 days): give a shorter limit")
+
+
+def _check_devices(args) -> None:
+    """``--budget`` applies to the ``--device`` entries without a size; with
+    every device sized it would be ignored, so it is an error."""
+    if args.budget is not None and args.device and all("=" in d for d in args.device):
+        raise CLIError(
+            "--budget applies only to a --device given without a size, and every --device has one: "
+            "drop --budget, or write e.g. --device gpu --budget 60%"
+        )
+
+
+def _check_out(path: str | None, force: bool) -> None:
+    """``--out`` can be written: its folder exists and is writable; an
+    existing file needs ``--force``."""
+    if not path:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise CLIError(f"--out {path} is a directory: name a file, e.g. {os.path.join(path, 'plan.json')}")
+    if not os.path.isdir(folder):
+        raise CLIError(f"--out {path}: the directory {os.path.dirname(path) or folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise CLIError(f"--out {path}: the directory {os.path.dirname(path) or folder} is not writable")
+    if os.path.exists(path) and not force:
+        raise CLIError(f"{path} exists; pass --force to overwrite it")
+
+
+def _check_names(args) -> None:
+    """Every --heuristic/--formulation/--bound/--improver names something registered."""
+    kinds = (("heuristic", "heuristic", "heuristics"), ("formulation", "formulation", "formulations"),
+             ("bound", "bound", "bounds"), ("improver", "improver", "improvers"))
+    if not any(getattr(args, attr, None) for _, attr, _ in kinds):
+        return
+    from . import plugins
+
+    for kind, attr, registry in kinds:
+        reg = getattr(plugins, registry)()
+        for name in getattr(args, attr, None) or []:
+            if name not in reg:
+                raise CLIError(f"unknown {kind} {name!r}; registered: {', '.join(sorted(reg)) or 'none'}")
+
+
+def _check_solve_args(args) -> None:
+    """Everything about the arguments that can be wrong, before the graph is
+    loaded and the solve starts (issue 12.7)."""
+    _check_seconds("--time-limit", args.time_limit)
+    if getattr(args, "workers", None) is not None and args.workers < 1:
+        raise CLIError(f"--workers must be at least 1, not {args.workers}")
+    if not 0 <= args.seed < 2**31:
+        raise CLIError(f"--seed must be an integer in 0..{2**31 - 1}, not {args.seed}")
+    _check_devices(args)
+    _check_out(args.out, args.force)
+    _check_names(args)
 
 
 def cmd_solve(args) -> int:
     from .anytime import SolveInterrupted, anytime_solve
     from .loaders import load_graph
 
-    if not args.time_limit > 0:
-        raise CLIError(f"--time-limit must be a positive number of seconds, not {args.time_limit:g}")
-    if args.workers is not None and args.workers < 1:
-        raise CLIError(f"--workers must be at least 1, not {args.workers}")
-    if args.out and os.path.exists(args.out) and not args.force:
-        raise CLIError(f"{args.out} exists; pass --force to overwrite it")
+    _check_solve_args(args)
     g = load_graph(args.graph)
     if args.cost_model:
         first = (args.device or [""])[0].partition("=")[0] or g.cost_kinds[0]
@@ -166,13 +270,14 @@ def _solve_summary(args, problem, result, wall: float, code: int) -> int:
 
 
 def cmd_simulate(args) -> int:
-    from .budgets import format_bytes
-    from .errors import PlanError
+    from .budgets import format_bytes, parse_budget
+    from .errors import BudgetError, PlanError
     from .loaders import load_graph
     from .plan import plan_from_json
     from .problem import Device, Problem, default_links
     from .simulate import simulate
 
+    _check_devices(args)
     g = load_graph(args.graph)
     try:
         with open(args.plan) as f:
@@ -187,11 +292,13 @@ def cmd_simulate(args) -> int:
             raise PlanError(f"{args.plan} names no devices: give --budget or --device")
         try:
             devices = [
-                Device(d["name"], d.get("kind", d["name"]), int(d["memory_bytes"]), can_compute=d.get("kind") != "storage")
+                Device(d["name"], d.get("kind", d["name"]), parse_budget(int(d["memory_bytes"])),
+                       can_compute=d.get("kind") != "storage")
                 for d in devs
             ]
-        except (KeyError, TypeError, ValueError):
-            raise PlanError(f"{args.plan}: malformed devices list") from None
+        except (KeyError, TypeError, ValueError, OverflowError, BudgetError):
+            raise PlanError(f"{args.plan}: malformed devices list (each needs a name and memory_bytes "
+                            "from 1 B to 4 EiB)") from None
         problem = Problem(g, devices, default_links(g, [d.name for d in devices]))
     else:
         problem = _problem(g, args)
@@ -298,38 +405,58 @@ def cmd_torch_plan(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="hybrid-remat", description="Plan rematerialization and CPU/GPU placement under memory budgets.")
+    p = _Parser(prog="hybrid-remat",
+                description="Plan rematerialization and CPU/GPU placement under memory budgets.  "
+                            f"GRAPH is a {GRAPH_FORMATS}.")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
-    s = sub.add_parser("info", help="graph statistics, keep-all peak and smallest feasible budget")
-    s.add_argument("graph")
+    s = sub.add_parser("info", help="graph statistics, keep-all peak and the smallest feasible budget (or bounds on it)",
+                       description="Graph statistics, the keep-all peak, a lower bound on the smallest feasible "
+                                   "budget and, where an exact search settles it, the smallest feasible budget.")
+    s.add_argument("graph", help=GRAPH_FORMATS)
+    s.add_argument("--search-time", type=float, default=2.0, metavar="S",
+                   help="seconds for the exact search of the smallest feasible budget (default: %(default)s; "
+                        "graphs up to 64 nodes)")
     s.set_defaults(func=cmd_info)
 
-    s = sub.add_parser("solve", help="plan under a budget with heuristics + exact SCIP model")
-    s.add_argument("graph")
-    s.add_argument("--budget", help="bytes, '8GiB', '512MB' or '80%%' of the keep-all peak")
+    s = sub.add_parser(
+        "solve", help="plan under a budget with heuristics + exact SCIP model",
+        description="Plan under memory budgets: heuristics, exact models and search within the time limit; "
+                    "the best plan (simulated) is written with --out.  All arguments are checked before the "
+                    "solve starts.",
+    )
+    s.lazy_epilog = _registered_names
+    s.add_argument("graph", help=GRAPH_FORMATS)
+    s.add_argument("--budget", help="bytes, '8GiB', '512MB' or '80%%' of the keep-all peak; with --device it "
+                                    "applies to the devices given without a size (an error if all have one)")
     s.add_argument("--device", action="append", metavar="NAME=SIZE",
-                   help="a device and its budget, e.g. gpu=2GiB; repeat for CPU+GPU (cpu=64GiB)")
-    s.add_argument("--time-limit", type=float, default=20.0, help="seconds (after Numba warm-up)")
-    s.add_argument("--workers", type=int, help="worker processes (default: the cores this process may use)")
-    s.add_argument("--heuristic", action="append", help="only these heuristics (repeatable)")
-    s.add_argument("--bound", action="append", help="only these bounds (repeatable)")
-    s.add_argument("--improver", action="append", help="only these improvers (repeatable)")
-    s.add_argument("--formulation", action="append", help="only these exact formulations (repeatable)")
+                   help="a device and its budget, e.g. gpu=2GiB; repeat for CPU+GPU (cpu=64GiB); "
+                        "NAME alone takes --budget")
+    s.add_argument("--time-limit", type=float, default=20.0, metavar="S",
+                   help="seconds of search after the Numba warm-up (default: %(default)s; at most 7 days)")
+    s.add_argument("--workers", type=int, metavar="N",
+                   help="worker processes (default: the cores this process may use)")
+    s.add_argument("--heuristic", action="append", metavar="NAME",
+                   help="run only these heuristics (repeatable; registered names below)")
+    s.add_argument("--bound", action="append", metavar="NAME", help="run only these bounds (repeatable)")
+    s.add_argument("--improver", action="append", metavar="NAME", help="run only these improvers (repeatable)")
+    s.add_argument("--formulation", action="append", metavar="NAME",
+                   help="run only these exact formulations (repeatable; registered names below)")
     s.add_argument("--cost-model", action="append", metavar="[KIND=]MODEL:DEVICE",
                    help="replace a cost column with a registered cost model's estimate, e.g. roofline:h200")
     s.add_argument("--objective", choices=("serial", "makespan"), default="serial",
                    help="serial time (sum of compute and copy times, default) or makespan with overlap")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--out", help="write the plan as remat-plan/1 JSON")
+    s.add_argument("--seed", type=int, default=0,
+                   help="random seed of the heuristics and solvers (default: %(default)s)")
+    s.add_argument("--out", help="write the plan as remat-plan/1 JSON (its directory must exist)")
     s.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     s.add_argument("--quiet", action="store_true", help="no live progress lines")
     s.set_defaults(func=cmd_solve)
 
     s = sub.add_parser("simulate", help="check a remat-plan/1 file and report peaks and times")
-    s.add_argument("graph")
-    s.add_argument("plan")
-    s.add_argument("--budget")
+    s.add_argument("graph", help=GRAPH_FORMATS)
+    s.add_argument("plan", help="a remat-plan/1 JSON file")
+    s.add_argument("--budget", help="as for solve; without it and --device, the plan's own devices")
     s.add_argument("--device", action="append", metavar="NAME=SIZE")
     s.set_defaults(func=cmd_simulate)
 

@@ -31,10 +31,121 @@ import numpy as np
 
 from .errors import GraphError
 
-__all__ = ["Graph", "FORWARD", "BACKWARD", "csr_from_edges"]
+__all__ = ["Graph", "FORWARD", "BACKWARD", "MAX_TOTAL_BYTES", "csr_from_edges"]
 
 FORWARD = 0
 BACKWARD = 1
+
+#: the most bytes a graph's outputs may hold together (4 EiB): every memory
+#: sum a plan can form (all outputs at once, plus a budget of the same size)
+#: then fits the int64 arithmetic of the kernels and the simulator
+MAX_TOTAL_BYTES = 2**62
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def _first_bad(values, ok) -> int:
+    return next(i for i, x in enumerate(values) if not ok(x))
+
+
+def _numeric(values, what: str, name: str) -> np.ndarray:
+    """``values`` as a float64 or int64 (or object, for ints beyond int64)
+    array; ``None`` becomes ``nan``.  Anything that is not a number (a
+    string, a list, a bool) raises a :class:`GraphError` naming the node."""
+    try:
+        vals = list(values)
+    except TypeError:
+        raise GraphError(f"graph {name!r}: {what} must be a list of numbers, not {type(values).__name__}") from None
+    try:
+        arr = np.asarray(vals)
+    except (ValueError, TypeError):
+        arr = None
+    if (arr is not None and arr.dtype.kind in "iuf" and arr.ndim == 1
+            and (isinstance(values, np.ndarray) or not any(isinstance(x, bool) for x in vals))):
+        return arr.astype(np.float64) if arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 else arr
+    for i, x in enumerate(vals):
+        if x is not None and not _is_number(x):
+            shown = repr(x) if len(repr(x)) <= 40 else repr(x)[:37] + "..."
+            raise GraphError(f"graph {name!r}: node {i} has a non-numeric {what} {shown}: {what} must be numbers")
+    if all(isinstance(x, (int, np.integer)) for x in vals):
+        return np.asarray(vals, dtype=object)  # some beyond int64: checked exactly by the caller
+    return np.asarray([np.nan if x is None else float(x) for x in vals], dtype=np.float64)
+
+
+def _byte_array(values, name: str) -> np.ndarray:
+    """Validated int64 bytes: numbers, non-negative, finite, summing to at
+    most :data:`MAX_TOTAL_BYTES` (fractions of a byte are rounded down)."""
+    arr = _numeric(values, "bytes", name)
+    if arr.dtype == object:  # Python ints, some beyond int64
+        big = _first_bad(arr, lambda x: 0 <= x <= MAX_TOTAL_BYTES)
+        if arr[big] < 0:
+            raise GraphError(f"graph {name!r}: node {big} has negative bytes {arr[big]}")
+        raise GraphError(f"graph {name!r}: node {big} has {arr[big]:.3g} bytes, more than the {MAX_TOTAL_BYTES} "
+                         "(4 EiB) that plans can count exactly")
+    if arr.dtype.kind == "f":
+        if np.isnan(arr).any():
+            raise GraphError(f"graph {name!r}: node {int(np.flatnonzero(np.isnan(arr))[0])} has no bytes")
+        if (arr < 0).any():
+            v = int(np.flatnonzero(arr < 0)[0])
+            raise GraphError(f"graph {name!r}: node {v} has negative bytes {arr[v]:g}")
+        if (arr > MAX_TOTAL_BYTES).any():  # inf included
+            v = int(np.flatnonzero(arr > MAX_TOTAL_BYTES)[0])
+            raise GraphError(f"graph {name!r}: node {v} has {arr[v]:.3g} bytes, more than the {MAX_TOTAL_BYTES} "
+                             "(4 EiB) that plans can count exactly")
+        arr = np.floor(arr).astype(np.int64)
+    else:
+        arr = arr.astype(np.int64)
+        if (arr < 0).any():
+            v = int(np.flatnonzero(arr < 0)[0])
+            raise GraphError(f"graph {name!r}: node {v} has negative bytes {arr[v]}")
+    total = sum(arr.tolist())  # exact (Python ints)
+    if total > MAX_TOTAL_BYTES:
+        raise GraphError(
+            f"graph {name!r}: node sizes sum to {total:.3g} bytes, more than the {MAX_TOTAL_BYTES} (4 EiB) "
+            "that plans can count exactly (int64 memory sums would overflow)"
+        )
+    return arr
+
+
+def _cost_array(values, kind: str, n: int, name: str) -> np.ndarray:
+    """Validated float64 costs: numbers, finite, non-negative, ``n`` of them."""
+    arr = _numeric(values, f"{kind!r} cost", name)
+    arr = np.asarray(arr, dtype=np.float64)
+    if arr.shape != (n,):
+        raise GraphError(f"graph {name!r}: cost kind {kind!r} has {arr.shape[0]} entries for {n} nodes")
+    if np.isnan(arr).any():
+        v = int(np.flatnonzero(np.isnan(arr))[0])
+        raise GraphError(f"graph {name!r}: node {v} has no {kind!r} cost")
+    if np.isinf(arr).any():
+        v = int(np.flatnonzero(np.isinf(arr))[0])
+        raise GraphError(f"graph {name!r}: node {v} has an infinite {kind!r} cost: costs must be finite seconds")
+    if (arr < 0).any():
+        v = int(np.flatnonzero(arr < 0)[0])
+        raise GraphError(f"graph {name!r}: node {v} has negative {kind!r} cost {arr[v]:g}")
+    with np.errstate(over="ignore"):
+        total = arr.sum()
+    if not np.isfinite(total):
+        raise GraphError(f"graph {name!r}: the {kind!r} costs sum to infinity: use smaller units")
+    return arr
+
+
+def _edge_array(edges, n: int, name: str) -> np.ndarray:
+    """Edges as an ``(m, 2)`` int64 array of node indices."""
+    try:
+        e = np.asarray(list(edges))
+    except (TypeError, ValueError):
+        e = None
+    if e is None or not (e.size == 0 or (e.ndim == 2 and e.shape[1] == 2 and e.dtype.kind in "iuf")):
+        raise GraphError(f"graph {name!r}: edges must be a list of [u, v] pairs of node indices")
+    if e.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    if e.dtype.kind == "f" and not (np.isfinite(e).all() and (e == np.floor(e)).all()):
+        raise GraphError(f"graph {name!r}: edges must be a list of [u, v] pairs of node indices (integers)")
+    if e.min() < 0 or e.max() >= n:
+        raise GraphError(f"graph {name!r}: an edge names a node outside 0..{n - 1}")
+    return e.astype(np.int64)
 
 
 def csr_from_edges(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -126,15 +237,20 @@ class Graph:
 
         Edges may come in any order, but the node numbering must be a
         topological order (every edge ``u -> v`` has ``u < v``); use
-        :meth:`from_networkx` for arbitrary DAGs.
+        :meth:`from_networkx` for arbitrary DAGs.  Duplicate edges are
+        merged into one (an operator that reads a tensor twice depends on it
+        once).
 
         Parameters
         ----------
         bytes : sequence of int
-            Output bytes per node (non-negative).
+            Output bytes per node: numbers, non-negative, together at most
+            :data:`MAX_TOTAL_BYTES` (4 EiB, so that memory sums cannot
+            overflow int64); fractions of a byte are rounded down.
         edges : iterable of (u, v)
         costs : mapping kind -> sequence of float, or one sequence
-            One sequence is stored under the kind ``"cost"``.
+            One sequence is stored under the kind ``"cost"``; finite,
+            non-negative numbers.
         phase : sequence of {"forward", "backward", 0, 1, bool}, optional
             Defaults to all forward.
         required : sequence of int, optional
@@ -143,44 +259,36 @@ class Graph:
         Raises
         ------
         GraphError
-            Empty graph, negative or missing bytes/costs, self loops,
-            edges against the numbering (or cycles), duplicate edges.
+            Empty graph; missing, non-numeric or negative bytes or costs;
+            infinite costs; sizes that sum beyond :data:`MAX_TOTAL_BYTES`;
+            malformed edges, self loops, edges against the numbering (or
+            cycles).
+
+        Examples
+        --------
+        >>> Graph.from_arrays([4, 4, 4], [(0, 1), (1, 2), (0, 1)], [1.0, 1.0, 1.0]).m  # the repeated edge is merged
+        2
+        >>> Graph.from_arrays([5 * 10**18] * 6, [], [1.0] * 6)
+        Traceback (most recent call last):
+        ...
+        hybrid_remat.errors.GraphError: graph 'graph': node sizes sum to 3e+19 bytes, more than the 4611686018427387904 (4 EiB) that plans can count exactly (int64 memory sums would overflow)
         """
-        b = np.asarray(bytes, dtype=np.float64) if len(bytes) else np.zeros(0)
+        b = _byte_array(bytes, name)
         n = int(b.shape[0])
         if n == 0:
             raise GraphError(f"graph {name!r} is empty: it has no nodes")
-        if np.isnan(b).any():
-            raise GraphError(f"graph {name!r}: node {int(np.flatnonzero(np.isnan(b))[0])} has no bytes")
-        if (b < 0).any():
-            v = int(np.flatnonzero(b < 0)[0])
-            raise GraphError(f"graph {name!r}: node {v} has negative bytes {b[v]:g}")
-        b = b.astype(np.int64)
 
         if not isinstance(costs, Mapping):
             costs = {"cost": costs}
         if not costs:
             raise GraphError(f"graph {name!r} has no cost column")
-        cost_arrays: dict[str, np.ndarray] = {}
-        for kind, c in costs.items():
-            arr = np.asarray([np.nan if x is None else x for x in c], dtype=np.float64)
-            if arr.shape != (n,):
-                raise GraphError(f"graph {name!r}: cost kind {kind!r} has {arr.shape[0]} entries for {n} nodes")
-            if np.isnan(arr).any():
-                v = int(np.flatnonzero(np.isnan(arr))[0])
-                raise GraphError(f"graph {name!r}: node {v} has no {kind!r} cost")
-            if (arr < 0).any():
-                v = int(np.flatnonzero(arr < 0)[0])
-                raise GraphError(f"graph {name!r}: node {v} has negative {kind!r} cost {arr[v]:g}")
-            cost_arrays[str(kind)] = _readonly(arr)
+        cost_arrays = {str(kind): _readonly(_cost_array(c, kind, n, name)) for kind, c in costs.items()}
         est = {k: _readonly(np.zeros(n, dtype=bool)) for k in cost_arrays}
         for k, e in (estimated or {}).items():
             est[k] = _readonly(np.asarray(e, dtype=bool))
 
-        e = np.asarray(list(edges), dtype=np.int64).reshape(-1, 2)
+        e = _edge_array(edges, n, name)
         if e.size:
-            if e.min() < 0 or e.max() >= n:
-                raise GraphError(f"graph {name!r}: an edge names a node outside 0..{n - 1}")
             if (e[:, 0] == e[:, 1]).any():
                 v = int(e[e[:, 0] == e[:, 1]][0, 0])
                 raise GraphError(f"graph {name!r} has a cycle: self loop on node {v}")
@@ -200,7 +308,7 @@ class Graph:
                     f"graph {name!r}: edge {u}->{v} goes against the node numbering; "
                     "nodes must be numbered in a topological order (use Graph.from_networkx)"
                 )
-            e = np.unique(e, axis=0)
+            e = np.unique(e, axis=0)  # duplicate edges merged: reading a tensor twice is one dependency
         src, dst = (e[:, 0], e[:, 1]) if e.size else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         succ_ptr, succ_idx = csr_from_edges(n, src, dst)
         pred_ptr, pred_idx = csr_from_edges(n, dst, src)
@@ -208,17 +316,26 @@ class Graph:
         if phase is None:
             ph = np.zeros(n, dtype=np.int8)
         else:
+            if isinstance(phase, str) or not isinstance(phase, Iterable):
+                raise GraphError(f"graph {name!r}: phase must be a list with one entry per node")
             ph = np.asarray(
-                [BACKWARD if (p in ("backward", "bwd", True, 1)) else FORWARD for p in phase], dtype=np.int8
+                [BACKWARD if (isinstance(p, (str, bool, int, np.integer)) and p in ("backward", "bwd", True, 1))
+                 else FORWARD for p in phase], dtype=np.int8
             )
             if ph.shape != (n,):
                 raise GraphError(f"graph {name!r}: phase has {ph.shape[0]} entries for {n} nodes")
-        fl = np.full(n, np.nan) if flops is None else np.asarray(
-            [np.nan if x is None else x for x in flops], dtype=np.float64
-        )
+        fl = np.full(n, np.nan) if flops is None else np.asarray(_numeric(flops, "flops", name), dtype=np.float64)
+        if fl.shape != (n,):
+            raise GraphError(f"graph {name!r}: flops has {fl.shape[0]} entries for {n} nodes")
         req = np.zeros(n, dtype=bool)
         if required is not None:
-            r = np.asarray(list(required), dtype=np.int64)
+            try:
+                r = np.asarray(list(required))
+            except (TypeError, ValueError):
+                r = None
+            if r is None or (r.size and (r.ndim != 1 or r.dtype.kind not in "iu")):
+                raise GraphError(f"graph {name!r}: required outputs must be a list of node indices")
+            r = r.astype(np.int64)
             if r.size and (r.min() < 0 or r.max() >= n):
                 raise GraphError(f"graph {name!r}: a required output is outside 0..{n - 1}")
             req[r] = True
@@ -279,8 +396,12 @@ class Graph:
         if order is None:
             order = list(nx.lexicographical_topological_sort(g, key=lambda v: (str(type(v)), v)))
         else:
-            order = list(order)
-            if set(order) != set(g.nodes) or len(order) != g.number_of_nodes():
+            try:
+                order = list(order)
+                same = set(order) == set(g.nodes) and len(order) == g.number_of_nodes()
+            except TypeError:
+                same = False
+            if not same:
                 raise GraphError("the given order does not list every node exactly once")
         index = {v: i for i, v in enumerate(order)}
         for u, v in g.edges():
@@ -385,8 +506,10 @@ class Graph:
         new_est = dict(self.estimated)
         for k, c in costs.items():
             c = np.asarray(c, dtype=np.float64)
-            if c.shape != (self.n,) or np.isnan(c).any() or (c < 0).any():
-                raise GraphError(f"cost column {k!r} must be {self.n} non-negative numbers")
+            with np.errstate(over="ignore"):
+                bad = c.shape != (self.n,) or not np.isfinite(c).all() or (c < 0).any() or not np.isfinite(c.sum())
+            if bad:
+                raise GraphError(f"cost column {k!r} must be {self.n} finite non-negative numbers")
             new[k] = _readonly(c)
             new_est[k] = _readonly(
                 np.asarray(estimated[k], dtype=bool) if estimated and k in estimated else np.zeros(self.n, bool)

@@ -32,14 +32,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
+import zlib
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
 from .errors import GraphError
-from .graph import Graph
+from .graph import Graph, _is_number
 from .interfaces import Loader
 
 __all__ = ["load_graph", "read_json", "RematGraphLoader", "NodeLinkLoader", "graph_from_remat_json", "graph_from_node_link"]
@@ -47,48 +49,137 @@ __all__ = ["load_graph", "read_json", "RematGraphLoader", "NodeLinkLoader", "gra
 REMAT_GRAPH_FORMAT = "remat-graph/1"
 
 
+_GZIP_ERRORS = (OSError, EOFError, zlib.error)
+
+
 def _head(path: str, size: int = 1024) -> bytes:
-    with open(path, "rb") as f:
-        raw = f.read(2)
-    opener = gzip.open if raw == b"\x1f\x8b" else open
     try:
+        with open(path, "rb") as f:
+            raw = f.read(2)
+        opener = gzip.open if raw == b"\x1f\x8b" else open
         with opener(path, "rb") as f:
             return f.read(size)
-    except OSError as e:
-        raise GraphError(f"{path}: cannot read: {e}") from None
+    except _GZIP_ERRORS as e:
+        raise GraphError(f"{path}: cannot read: {_reason(e)}") from None
+
+
+def _reason(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 def read_json(path: str) -> Any:
-    """Read JSON, gunzipping when the file is gzip-compressed."""
-    with open(path, "rb") as f:
-        raw = f.read()
+    """Read JSON, gunzipping when the file is gzip-compressed.
+
+    Raises
+    ------
+    GraphError
+        The file cannot be read, its gzip stream is broken or truncated, or
+        it is not JSON.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise GraphError(f"{path}: cannot read: {_reason(e)}") from None
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except OSError as e:
-            raise GraphError(f"{path}: broken gzip file: {e}") from None
+        except _GZIP_ERRORS as e:
+            raise GraphError(f"{path}: broken or truncated gzip file: {_reason(e)}") from None
     try:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise GraphError(f"{path}: not valid JSON: {e}") from None
+    except RecursionError:
+        raise GraphError(f"{path}: not valid JSON: nested too deeply") from None
+
+
+def _kind(x) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(x), "a number" if isinstance(x, (int, float)) else type(x).__name__)
+
+
+def _column(nodes: dict, key: str, n: int | None, source: str, *, required: bool = True):
+    """``nodes[key]`` checked to be a list (of ``n`` entries when ``n`` is given)."""
+    if key not in nodes:
+        if required:
+            raise GraphError(f"{source}: remat-graph/1 'nodes' lacks the list {key!r}")
+        return None
+    col = nodes[key]
+    if not isinstance(col, list):
+        raise GraphError(f"{source}: remat-graph/1 'nodes.{key}' must be a list, not {_kind(col)}")
+    if n is not None and len(col) != n:
+        raise GraphError(f"{source}: remat-graph/1 'nodes.{key}' has {len(col)} entries for {n} nodes")
+    return col
+
+
+def _times(col: list, key: str, source: str) -> np.ndarray:
+    """A time column as float64 (``null`` -> ``nan``); other non-numbers raise."""
+    for i, x in enumerate(col):
+        if x is not None and not _is_number(x):
+            raise GraphError(f"{source}: node {i} has a non-numeric {key} {x!r}: times must be numbers (seconds)")
+    return np.asarray([np.nan if x is None else x for x in col], dtype=np.float64)
+
+
+def _check_transfer(tr, source: str) -> None:
+    """The ``transfer`` record: rates > 0 and a latency >= 0, in numbers."""
+    if tr is None:
+        return
+    if not isinstance(tr, dict):
+        raise GraphError(f"{source}: remat-graph/1 'transfer' must be an object, not {_kind(tr)}")
+    for key, low in (("h2d_bytes_per_s", 0.0), ("d2h_bytes_per_s", 0.0), ("latency_s", None)):
+        x = tr.get(key)
+        if x is None:
+            continue
+        if not _is_number(x) or not math.isfinite(x) or (x <= low if low is not None else x < 0):
+            want = "a positive number" if low is not None else "a number >= 0"
+            raise GraphError(f"{source}: remat-graph/1 'transfer.{key}' must be {want}, not {x!r}")
 
 
 def graph_from_remat_json(doc: dict, *, source: str = "<memory>") -> Graph:
-    """Build a :class:`Graph` from a parsed ``remat-graph/1`` document."""
+    """Build a :class:`Graph` from a parsed ``remat-graph/1`` document.
+
+    Raises
+    ------
+    GraphError
+        The document is not ``remat-graph/1`` or a field is missing or
+        malformed; the message names the field.
+
+    Examples
+    --------
+    >>> graph_from_remat_json({"format": "remat-graph/1", "nodes": 5})
+    Traceback (most recent call last):
+    ...
+    hybrid_remat.errors.GraphError: <memory>: remat-graph/1 'nodes' must be an object of per-node lists (bytes, time_gpu_s, ...), not a number
+    """
     if not isinstance(doc, dict) or doc.get("format") != REMAT_GRAPH_FORMAT:
         raise GraphError(f"{source}: not a {REMAT_GRAPH_FORMAT} document")
-    try:
-        nodes = doc["nodes"]
-        edges = doc["edges"]
-        n = len(nodes["bytes"])
-        gpu = np.asarray([np.nan if x is None else x for x in nodes["time_gpu_s"]], dtype=np.float64)
-        cpu_raw = nodes.get("time_cpu_s")
-    except (KeyError, TypeError) as e:
-        raise GraphError(f"{source}: remat-graph/1 document lacks {e}") from None
+    if "nodes" not in doc:
+        raise GraphError(f"{source}: remat-graph/1 document lacks 'nodes'")
+    nodes = doc["nodes"]
+    if not isinstance(nodes, dict):
+        raise GraphError(
+            f"{source}: remat-graph/1 'nodes' must be an object of per-node lists (bytes, time_gpu_s, ...), "
+            f"not {_kind(nodes)}"
+        )
+    if "edges" not in doc:
+        raise GraphError(f"{source}: remat-graph/1 document lacks 'edges' (a list of [u, v] pairs)")
+    edges = doc["edges"]
+    if not isinstance(edges, list):
+        raise GraphError(f"{source}: remat-graph/1 'edges' must be a list of [u, v] pairs, not {_kind(edges)}")
+    n = len(_column(nodes, "bytes", None, source))
+    gpu = _times(_column(nodes, "time_gpu_s", n, source), "time_gpu_s", source)
+    cpu_raw = _column(nodes, "time_cpu_s", n, source, required=False)
+    for key in ("op", "phase", "flops"):
+        _column(nodes, key, n, source, required=False)
+    _check_transfer(doc.get("transfer"), source)
+    outputs = doc.get("outputs", [])
+    if not isinstance(outputs, list):
+        raise GraphError(f"{source}: remat-graph/1 'outputs' must be a list of node indices, not {_kind(outputs)}")
     costs = {"gpu": gpu}
     estimated = {}
     if cpu_raw is not None:
-        cpu = np.asarray([np.nan if x is None else x for x in cpu_raw], dtype=np.float64)
+        cpu = _times(cpu_raw, "time_cpu_s", source)
         missing = np.isnan(cpu)
         if missing.any():
             ok = ~missing & ~np.isnan(gpu) & (gpu > 0)
@@ -108,9 +199,10 @@ def graph_from_remat_json(doc: dict, *, source: str = "<memory>") -> Graph:
         if k in nodes:
             meta[k] = nodes[k]
     names = [f"{i}:{op}" for i, op in enumerate(ops)]
+    name = doc.get("name", os.path.basename(source))
     return Graph.from_arrays(
-        nodes["bytes"], edges, costs, name=doc.get("name", os.path.basename(source)), names=names,
-        phase=nodes.get("phase"), flops=nodes.get("flops"), required=doc.get("outputs", []),
+        nodes["bytes"], edges, costs, name=name if isinstance(name, str) else str(name), names=names,
+        phase=nodes.get("phase"), flops=nodes.get("flops"), required=outputs,
         estimated=estimated, meta=meta,
     )
 
@@ -121,9 +213,19 @@ _COST_KEYS = ("cost_cpu", "duration", "cost", "time")
 
 def graph_from_node_link(doc: dict, *, source: str = "<memory>") -> Graph:
     """Build a :class:`Graph` from networkx node-link JSON (Checkmate or
-    random-layered conventions, or plain ``bytes``/``cost`` attributes)."""
+    random-layered conventions, or plain ``bytes``/``cost`` attributes).
+
+    Raises
+    ------
+    GraphError
+        A malformed document: the message names the field or node.
+    """
+    if not isinstance(doc, dict):
+        raise GraphError(f"{source}: node-link JSON must be an object, not {_kind(doc)}")
     links_key = "links" if "links" in doc else "edges"
     links = doc.get(links_key) or []
+    if not isinstance(links, list) or not all(isinstance(x, dict) for x in links):
+        raise GraphError(f"{source}: node-link {links_key!r} must be a list of objects")
     if links and "source" not in links[0] and "0" in links[0]:
         src_key, dst_key = "0", "1"
     else:
@@ -134,10 +236,30 @@ def graph_from_node_link(doc: dict, *, source: str = "<memory>") -> Graph:
     if not nodes:
         raise GraphError(f"{source}: graph is empty: it has no nodes")
     id_key = "id" if "id" in nodes[0] else "name"
+    ids = []
+    for i, d in enumerate(nodes):
+        if id_key not in d:
+            raise GraphError(f"{source}: node-link node {i} has no {id_key!r}")
+        v = d[id_key]
+        if not isinstance(v, (str, int)) or isinstance(v, bool):
+            raise GraphError(f"{source}: node-link node {i} has {id_key!r} {v!r}: ids must be strings or integers")
+        ids.append(v)
+    known = set(ids)
+    if len(known) != len(ids):
+        seen: set = set()
+        dup = next(v for v in ids if v in seen or seen.add(v))
+        raise GraphError(f"{source}: node-link node id {dup!r} appears more than once")
+    for i, e in enumerate(links):
+        for key in (src_key, dst_key):
+            if key not in e:
+                raise GraphError(f"{source}: node-link {links_key} entry {i} has no {key!r}")
+            end = e[key]
+            if isinstance(end, bool) or not isinstance(end, (str, int)) or end not in known:
+                raise GraphError(f"{source}: node-link {links_key} entry {i} names node {end!r}, which is not in 'nodes'")
     try:
         g = nx.node_link_graph(doc, directed=True, multigraph=False, source=src_key, target=dst_key, name=id_key, edges=links_key)
     except Exception as e:  # networkx raises assorted errors on malformed input
-        raise GraphError(f"{source}: malformed node-link JSON: {e}") from None
+        raise GraphError(f"{source}: malformed node-link JSON: {_reason(e)}") from None
     attrs = nodes[0]
     bkey = next((k for k in _BYTES_KEYS if k in attrs), None)
     ckey = next((k for k in _COST_KEYS if k in attrs), None)
@@ -149,7 +271,10 @@ def graph_from_node_link(doc: dict, *, source: str = "<memory>") -> Graph:
         if d.get(ckey) is None:
             raise GraphError(f"{source}: node {v!r} has no {ckey}")
     order = g.graph.get("order")
-    if order is None:
+    if order is not None:
+        if not isinstance(order, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in order):
+            raise GraphError(f"{source}: node-link graph 'order' must be a list of node ids")
+    else:
         try:
             order = sorted(g.nodes)
             index = {v: i for i, v in enumerate(order)}
@@ -161,9 +286,14 @@ def graph_from_node_link(doc: dict, *, source: str = "<memory>") -> Graph:
     meta = {"format": "node-link", "source_file": os.path.basename(source)}
     name_attr = "name" if id_key == "id" else None
     return Graph.from_networkx(
-        g, bytes_attr=bkey, cost_attrs={"cost": ckey}, order=order, name=name,
+        g, bytes_attr=bkey, cost_attrs={"cost": ckey}, order=order, name=str(name),
         phase_attr="backward", name_attr=name_attr, flops_attr=None, meta=meta,
     )
+
+
+#: errors that a malformed document can still raise deep inside the
+#: builders; the built-in loaders turn them into one-line GraphErrors
+_MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError, RecursionError)
 
 
 class RematGraphLoader(Loader):
@@ -176,7 +306,11 @@ class RematGraphLoader(Loader):
         return b'"remat-graph/1"' in head or b"remat-graph/1" in head
 
     def load(self, path: str) -> Graph:
-        return graph_from_remat_json(read_json(path), source=path)
+        doc = read_json(path)
+        try:
+            return graph_from_remat_json(doc, source=path)
+        except _MALFORMED as e:
+            raise GraphError(f"{path}: malformed remat-graph/1 document: {type(e).__name__}: {_reason(e)}") from None
 
 
 class NodeLinkLoader(Loader):
@@ -192,9 +326,10 @@ class NodeLinkLoader(Loader):
 
     def load(self, path: str) -> Graph:
         doc = read_json(path)
-        if not isinstance(doc, dict):
-            raise GraphError(f"{path}: node-link JSON must be an object")
-        return graph_from_node_link(doc, source=path)
+        try:
+            return graph_from_node_link(doc, source=path)
+        except _MALFORMED as e:
+            raise GraphError(f"{path}: malformed node-link document: {type(e).__name__}: {_reason(e)}") from None
 
 
 def load_graph(path: str | os.PathLike) -> Graph:
@@ -224,8 +359,8 @@ def load_graph(path: str | os.PathLike) -> Graph:
     # the head may be too short for the sniffers: try a full parse
     doc = read_json(path)
     if isinstance(doc, dict) and doc.get("format") == REMAT_GRAPH_FORMAT:
-        return graph_from_remat_json(doc, source=path)
+        return RematGraphLoader().load(path)
     if isinstance(doc, dict) and "nodes" in doc:
-        return graph_from_node_link(doc, source=path)
+        return NodeLinkLoader().load(path)
     fmt = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
     raise GraphError(f"{path}: unknown graph format {fmt!r}: expected remat-graph/1 or node-link JSON")

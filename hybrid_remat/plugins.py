@@ -51,6 +51,7 @@ DEFAULT_PLUGINS = (
     "hybrid_remat.builtin.formulations",
     "hybrid_remat.builtin.cost_models",
     "hybrid_remat.builtin.hetero",
+    "hybrid_remat.builtin.feasibility",
 )
 
 _KINDS = {

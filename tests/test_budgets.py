@@ -104,3 +104,19 @@ def test_profiled_null_cpu_times_filled_and_flagged(datasets_dir):
     ratio = float(np.median(cpu[ok] / gpu[ok]))
     assert np.allclose(cpu[est], gpu[est] * ratio)
     assert np.isfinite(cpu).all()
+
+
+@pytest.mark.parametrize("huge", ["1e400", 1e300, 2**63, "1e999999999", "8EB" if False else "9000000TiB", "1e30%"])
+def test_parse_budget_rejects_budgets_beyond_int64_sums(huge):
+    g = chain(3, bytes=10)
+    with pytest.raises(BudgetError, match="too large"):
+        parse_budget(huge, g)
+    assert parse_budget("4EiB".replace("E", "T"), g) == 4 * 2**40
+
+
+def test_budget_lower_bound_is_the_old_figure_under_its_own_name():
+    from hybrid_remat.budgets import budget_lower_bound
+
+    g = random_dag(15, p=0.4, seed=1)
+    assert budget_lower_bound(g) == min_feasible_budget(g)
+    assert "lower bound" in min_feasible_budget.__doc__ and "lower bound" in budget_lower_bound.__doc__

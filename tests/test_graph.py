@@ -111,3 +111,61 @@ def test_random_layered_is_deterministic_dag():
     G = a.to_networkx()
     assert [v for v in G if G.in_degree(v) == 0] == [0]
     assert [v for v in G if G.out_degree(v) == 0] == [a.n - 1]
+
+
+# ---------------------------------------------------------------- issue 12.4/12.8
+@pytest.mark.parametrize(
+    "sizes, match",
+    [
+        ([1e30, 2], "node 0 has 1e\\+30 bytes, more than"),
+        ([10**30, 2], "node 0 has 1e\\+30 bytes, more than"),
+        ([5 * 10**18] * 6, "node sizes sum to 3e\\+19 bytes"),
+        ([2**62, 1], "node sizes sum to"),
+        ([float("inf"), 1], "bytes, more than"),
+        (["12", 1], "non-numeric bytes '12'"),
+        ([[1], 1], "non-numeric bytes \\[1\\]"),
+        ([True, 1], "non-numeric bytes True"),
+    ],
+)
+def test_sizes_that_cannot_be_counted_in_int64_are_rejected(sizes, match):
+    with pytest.raises(GraphError, match=match):
+        Graph.from_arrays(sizes, [(0, 1)], [1.0] * len(sizes))
+
+
+def test_the_largest_countable_sizes_are_exact():
+    g = Graph.from_arrays([2**61, 2**61 - 1, 1], [(0, 1), (1, 2)], [1.0] * 3)
+    assert int(g.bytes.sum()) == 2**62 and g.bytes.dtype == np.int64
+
+
+@pytest.mark.parametrize(
+    "costs, match",
+    [
+        ([1.0, float("inf")], "node 1 has an infinite 'cost' cost"),
+        ([1.0, "abc"], "node 1 has a non-numeric 'cost' cost 'abc'"),
+        ([1.0, {"t": 1}], "non-numeric 'cost' cost"),
+        ([1.7e308, 1.7e308], "sum to infinity"),
+    ],
+)
+def test_costs_must_be_finite_numbers(costs, match):
+    with pytest.raises(GraphError, match=match):
+        Graph.from_arrays([1, 1], [(0, 1)], costs)
+
+
+def test_duplicate_edges_are_merged_as_documented():
+    g = Graph.from_arrays([1, 1, 1], [(0, 1), (0, 1), (1, 2), (0, 1)], [1.0] * 3)
+    assert g.m == 2 and g.preds(1).tolist() == [0]
+    assert "Duplicate edges are" in Graph.from_arrays.__doc__ and "merged" in Graph.from_arrays.__doc__
+
+
+@pytest.mark.parametrize(
+    "edges, match",
+    [([(0, 1, 2)], "pairs"), ([("a", "b")], "pairs"), ([(0, 0.5)], "integers"), (5, "pairs")],
+)
+def test_malformed_edges_are_named(edges, match):
+    with pytest.raises(GraphError, match=match):
+        Graph.from_arrays([1, 1], edges, [1.0, 1.0])
+
+
+def test_with_costs_rejects_infinite_costs():
+    with pytest.raises(GraphError, match="finite"):
+        chain(3).with_costs({"cost": [1.0, np.inf, 1.0]})

@@ -42,6 +42,19 @@ minimises the cumulative capacity, starting from the keep-all schedule of
 the order as a hint, until it reaches the budget; that plan is the hint of
 the real solve (else the incumbent's partial hint is used).
 
+Stopping
+--------
+``solve`` honours its :class:`~hybrid_remat.limits.Limits` (or the older
+``time_limit``/``node_limit``/``stop``): the model build checks the deadline
+and ``stop`` as it goes; CP-SAT runs in a helper thread with
+``catch_sigint_signal`` off (CP-SAT's own SIGINT handler would swallow
+Ctrl-C during the solve and leave ``SIG_DFL`` installed afterwards, so a
+later Ctrl-C killed the process), while the calling thread waits in short
+slices.  When ``stop`` is set, or a signal handler raises in the calling
+thread (``KeyboardInterrupt`` from Ctrl-C), it calls ``StopSearch``, waits
+for the helper thread, and returns (``stats["stopped"]``) or re-raises.  No
+signal handler is installed or left behind, and no thread outlives ``solve``.
+
 Exactness
 ---------
 The staged grid (first computations in the fixed order) and ``C`` restrict
@@ -64,6 +77,7 @@ from ortools.sat.python import cp_model
 from hybrid_remat.budgets import keep_all_peak
 from hybrid_remat.errors import HybridRematError, SolverError
 from hybrid_remat.interfaces import Formulation, FormulationResult
+from hybrid_remat.limits import Limits
 from hybrid_remat.plan import OP_COMPUTE, OP_COPY, Plan, plan_from_order
 from hybrid_remat.simulate import simulate
 
@@ -162,10 +176,17 @@ def _scale_costs(cost: np.ndarray) -> tuple[np.ndarray, float, bool]:
     return scaled.astype(np.int64), scale, bool(np.all(scaled == cost * scale))
 
 
-class _Model:
-    """The CP-SAT model of one problem (built once, solved once)."""
+class _Stopped(Exception):
+    """The limits ran out while a model was being built."""
 
-    def __init__(self, problem, order: np.ndarray, max_copies: int, *, soft_capacity: bool = False):
+
+class _Model:
+    """The CP-SAT model of one problem (built once, solved once); building
+    raises :class:`_Stopped` when ``limits`` expire."""
+
+    def __init__(self, problem, order: np.ndarray, max_copies: int, *, soft_capacity: bool = False,
+                 limits: Limits | None = None):
+        limits = limits or Limits()
         g = problem.graph
         self.problem, self.graph, self.n, self.C = problem, g, g.n, max_copies
         self.order = order
@@ -188,6 +209,8 @@ class _Model:
         intervals, demands = [], []
         has_succ = np.diff(g.succ_ptr) > 0
         for v in range(n):
+            if v % 64 == 0 and limits.expired():
+                raise _Stopped
             p = int(self.pos[v])
             ncopies = C if (has_succ[v] and p < n - 1) else 1
             for i in range(ncopies):
@@ -224,7 +247,9 @@ class _Model:
         # precedence via serves literals
         self.x: dict[tuple[int, int, int, int], object] = {}
         served_by: dict[tuple[int, int], list] = {}
-        for u, v in g.edges().tolist():
+        for k, (u, v) in enumerate(g.edges().tolist()):
+            if k % 64 == 0 and limits.expired():
+                raise _Stopped
             for j in range(self._ncopies(v)):
                 lits = []
                 for i in range(self._ncopies(u)):
@@ -355,25 +380,62 @@ def _set_workers(prm, threads: int, interleave: int) -> None:
         prm.num_workers = threads
 
 
+def _new_solver(threads: int, interleave: int, seed: int, seconds: float, presolve: bool, node_limit) -> cp_model.CpSolver:
+    """A CP-SAT solver that leaves SIGINT to Python (``catch_sigint_signal``
+    off: CP-SAT's own handler swallows Ctrl-C and leaves ``SIG_DFL`` behind)."""
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    _set_workers(prm, threads, interleave)
+    prm.random_seed = int(seed)
+    if math.isfinite(seconds):
+        prm.max_time_in_seconds = max(0.05, float(seconds))
+    prm.cp_model_presolve = bool(presolve)
+    if node_limit is not None:
+        prm.max_number_of_conflicts = int(node_limit)
+    prm.log_search_progress = False
+    prm.catch_sigint_signal = False
+    return solver
+
+
+_POLL_S = 0.05  # how often the waiting thread looks at ``stop`` (and lets signal handlers run)
+
+
 def _solve_watched(solver, model, callback, stop: threading.Event | None):
-    """``solver.solve`` with a watcher thread that stops it when ``stop`` is set."""
-    if stop is None:
-        return solver.solve(model, callback)
-    done = threading.Event()
+    """``solver.solve`` in a helper thread; the calling thread waits in short
+    slices, so Python runs its signal handlers (Ctrl-C) there, and stops the
+    search when ``stop`` is set or a handler raises (then re-raises once the
+    helper thread has ended).  Returns the CP-SAT status."""
+    out: dict = {}
+    done = threading.Event()  # waited on instead of Thread.join: an interrupted join can mark a live thread dead
 
-    def watch():
-        while not done.wait(0.05):
-            if stop.is_set():
-                solver.stop_search()
-                return
+    def work():
+        try:
+            out["status"] = solver.solve(model, callback)
+        except BaseException as e:  # reported in the calling thread
+            out["error"] = e
+        finally:
+            done.set()
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
+    helper = threading.Thread(target=work, name="hybrid-remat-ortools-cpsat", daemon=True)
+    helper.start()
     try:
-        return solver.solve(model, callback)
-    finally:
-        done.set()
-        watcher.join()
+        while not done.wait(_POLL_S):
+            if stop is not None and stop.is_set():
+                solver.stop_search()
+                stop = None  # asked once; now wait for the search to wind down
+    except BaseException:  # KeyboardInterrupt (or SystemExit) from a signal handler: stop, wait, re-raise
+        solver.stop_search()
+        while not done.is_set():
+            try:
+                done.wait(_POLL_S)
+            except BaseException:  # another Ctrl-C while the search winds down: keep waiting
+                solver.stop_search()
+        helper.join()
+        raise
+    helper.join()
+    if "error" in out:
+        raise out["error"]
+    return out["status"]
 
 
 _STATUS = {
@@ -410,7 +472,7 @@ class CpSatRemat(Formulation):
 
     name = "ortools"
     version = "0.1.0"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget"})
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits"})
 
     def __init__(self, max_computations: int = 2, phase1_share: float = 0.5, presolve: bool | None = None,
                  interleave: int = 1):
@@ -423,16 +485,22 @@ class CpSatRemat(Formulation):
         self.presolve = presolve
         self.interleave = int(interleave)
 
-    def solve(self, problem, *, incumbent=None, time_limit: float = 60.0, node_limit=None, seed: int = 0,
-              threads: int = 1, on_incumbent=None, on_bound=None, stop: threading.Event | None = None):
-        """Solve with CP-SAT; see the module docstring for the model and
-        what ``status`` and ``lower_bound`` mean here.
+    def solve(self, problem, *, incumbent=None, time_limit: float | None = None, node_limit=None, seed: int = 0,
+              threads: int = 1, on_incumbent=None, on_bound=None, stop: threading.Event | None = None,
+              limits: Limits | None = None):
+        """Solve with CP-SAT; see the module docstring for the model, what
+        ``status`` and ``lower_bound`` mean here, and how it stops.
 
-        ``node_limit`` caps CP-SAT's conflicts (deterministic), ``threads``
-        its workers, ``seed`` its random seed.  ``incumbent`` (a valid plan)
-        fixes the topological order and is given as a complete hint.
+        ``limits`` (or ``time_limit``/``node_limit``/``stop``; the tighter of
+        each) bound the run: ``nodes`` caps CP-SAT's conflicts
+        (deterministic), the deadline its time, ``stop`` ends it within
+        about 0.05 s.  ``threads`` sets its workers, ``seed`` its random
+        seed.  ``incumbent`` (a valid plan) fixes the topological order and
+        is given as a complete hint.
         """
         t0 = time.perf_counter()
+        lim = self.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+        stop, node_limit = lim.stop, lim.nodes
         if not problem.is_single_device:
             raise SolverError(f"{self.name} handles single-device problems only")
         g = problem.graph
@@ -451,30 +519,27 @@ class CpSatRemat(Formulation):
         if order is None:
             order = np.arange(g.n, dtype=np.int64)
         phase1 = {}
+        stream = _Stream(None, on_incumbent, t0)
+        stream.phase1 = phase1
         complete = hint_plan is not None and plan_to_intervals(hint_plan, g, order, self.max_computations)[2]
-        if not complete and self.phase1_share > 0 and not (stop is not None and stop.is_set()):
-            # no incumbent, or one the model cannot express (more than C computations): find one it can
-            found = self._phase1(problem, order, t0 + self.phase1_share * float(time_limit), node_limit, seed,
-                                 threads, stop, phase1)
-            hint_plan = found if found is not None else hint_plan
-        model = _Model(problem, order, self.max_computations)
+        try:
+            if not complete and self.phase1_share > 0 and not lim.expired():
+                # no incumbent, or one the model cannot express (more than C computations): find one it can
+                share = lim.share(self.phase1_share * lim.left()) if math.isfinite(lim.left()) else lim
+                found = self._phase1(problem, order, share, seed, threads, phase1)
+                hint_plan = found if found is not None else hint_plan
+            model = _Model(problem, order, self.max_computations, limits=lim)
+        except _Stopped:
+            return self._result(problem, stream, "UNKNOWN", math.nan, base, time.perf_counter() - t0, 0.0, "none",
+                                order, stopped=True)
+        stream.model = model
         hint = model.add_hint(hint_plan) if hint_plan is not None else "none"
         build_s = time.perf_counter() - t0
         if phase1:
             hint = f"phase1 ({hint})" if phase1.get("found") else hint
-        solver = cp_model.CpSolver()
-        prm = solver.parameters
-        _set_workers(prm, threads, self.interleave)
-        prm.random_seed = int(seed)
-        prm.max_time_in_seconds = max(0.05, float(time_limit) - build_s)
-        prm.cp_model_presolve = self._presolve(problem)
-        if node_limit is not None:
-            prm.max_number_of_conflicts = int(node_limit)
-        prm.log_search_progress = False
-        stream = _Stream(model, on_incumbent, t0)
-        stream.phase1 = phase1
-        if stop is not None and stop.is_set():
+        if lim.expired():
             return self._result(problem, stream, "UNKNOWN", math.nan, base, build_s, 0.0, hint, order, stopped=True)
+        solver = _new_solver(threads, self.interleave, seed, lim.left(), self._presolve(problem), node_limit)
         status = _solve_watched(solver, model.m, stream, stop)
         solve_s = time.perf_counter() - t0 - build_s
         model_status = _STATUS.get(status, str(status))
@@ -485,24 +550,17 @@ class CpSatRemat(Formulation):
     def _presolve(self, problem) -> bool:
         return self.presolve if self.presolve is not None else problem.graph.n <= PRESOLVE_MAX_NODES
 
-    def _phase1(self, problem, order, deadline, node_limit, seed, threads, stop, info) -> Plan | None:
+    def _phase1(self, problem, order, lim: Limits, seed, threads, info) -> Plan | None:
         """Moccasin's two-phase idea: minimise the memory capacity from the
         keep-all hint down to the budget; the first plan that fits is the
         hint of the real solve."""
         t = time.perf_counter()
-        m1 = _Model(problem, order, self.max_computations, soft_capacity=True)
+        m1 = _Model(problem, order, self.max_computations, soft_capacity=True, limits=lim)
         m1.add_hint(plan_from_order(problem.graph, order, problem.primary.name))  # keep-all in `order`
         m1.m.add_hint(m1.cap, m1.cap_top)
-        solver = cp_model.CpSolver()
-        prm = solver.parameters
-        prm.num_workers = max(1, int(threads))
-        prm.random_seed = int(seed)
-        prm.max_time_in_seconds = max(0.05, deadline - time.perf_counter())
-        prm.cp_model_presolve = self._presolve(problem)
-        if node_limit is not None:
-            prm.max_number_of_conflicts = int(node_limit)
-        cb = _FirstFit(m1, stop)
-        status = _solve_watched(solver, m1.m, cb, stop)
+        solver = _new_solver(threads, 1, seed, lim.left(), self._presolve(problem), lim.nodes)
+        cb = _FirstFit(m1, lim.stop)
+        status = _solve_watched(solver, m1.m, cb, lim.stop)
         info.update(found=cb.plan is not None, seconds=time.perf_counter() - t, status=_STATUS.get(status, str(status)),
                     n_solutions=cb.n_solutions)
         return cb.plan
