@@ -389,6 +389,9 @@ class Graph:
         """
         if g.number_of_nodes() == 0:
             raise GraphError(f"graph {name or g.graph.get('name', 'graph')!r} is empty: it has no nodes")
+        if not g.is_directed():
+            raise GraphError(f"graph {name or g.graph.get('name', 'graph')!r} is undirected: a computation graph "
+                             "needs directed edges (node-link JSON: \"directed\": true)")
         if not nx.is_directed_acyclic_graph(g):
             cyc = nx.find_cycle(g)
             nodes = ", ".join(str(u) for u, _ in cyc[:6])

@@ -11,7 +11,7 @@ from hybrid_remat import plugins
 from hybrid_remat.anytime import Result, anytime_solve, trivial_lower_bound
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.errors import HybridRematError
-from hybrid_remat.exact.brute import brute_force_staged_optimum
+from hybrid_remat.exact.brute import brute_force_optimum, brute_force_staged_optimum
 from hybrid_remat.generators import chain, random_layered, training_graph
 from hybrid_remat.heuristics.lp_rounding import LPRounding
 from hybrid_remat.interfaces import Formulation, FormulationResult, Heuristic
@@ -94,11 +94,15 @@ def test_empty_staged_class_is_not_called_infeasible():
     g = Graph.from_arrays([2, 2, 2, 1], [(0, 1), (0, 2), (1, 3), (2, 3)], {"cost": [1.0, 1, 1, 1]})
     p = Problem.single(g, 5)
     staged = brute_force_staged_optimum(p)
-    r = anytime_solve(p, 10, heuristics=[], node_limit=NODES)
+    r = anytime_solve(p, 10, heuristics=[], bounds=[], node_limit=NODES)
     if staged == float("inf"):
         assert r.status == "no_solution"  # a restricted model never claims infeasibility
     else:
         assert r.status == "optimal" and r.objective == pytest.approx(staged)
+    # a search over every plan does: 1 and 2 must coexist (4 B) and the second of them needs 0 (2 B) too
+    assert brute_force_optimum(p) == float("inf")
+    r = anytime_solve(p, 10, heuristics=[], formulations=[], node_limit=NODES)
+    assert r.status == "infeasible" and r.plan is None and r.lower_bound == float("inf")
 
 
 def test_unknown_names_raise():
@@ -179,8 +183,11 @@ def test_scip_models_are_freed(monkeypatch):
         orig(self)
 
     monkeypatch.setattr(cmod.CheckmateModel, "free", spy)
-    p = Problem.single(random_layered(10, seed=0), mid_budget(random_layered(10, seed=0), 0.35))
-    anytime_solve(p, 30, node_limit=10, heuristics=["lp_rounding"], workers=1, warm=False)  # warm-up runs it too
+    g = random_layered(10, seed=1)
+    p = Problem.single(g, mid_budget(g, 0.35))
+    assert brute_force_optimum(p) < float("inf")
+    # no bound may close the gap before the MILP runs
+    anytime_solve(p, 30, node_limit=10, heuristics=["lp_rounding"], bounds=[], workers=1, warm=False)
     assert freed.value == 2  # the LP heuristic's model and the MILP
 
 
@@ -261,7 +268,8 @@ def test_time_left_by_quick_formulations_goes_back_to_hungry_ones(monkeypatch):
     g = random_layered(60, seed=1)
     p = Problem.single(g, (min_feasible_budget(g) + keep_all_peak(g)) // 2)  # split recomputes here
     hungry = _Hungry()
-    r = anytime_solve(p, 1.2, heuristics=["split"], formulations=[hungry, _Quick()], local_search=False, workers=1)
+    r = anytime_solve(p, 1.2, heuristics=["split"], bounds=[], formulations=[hungry, _Quick()], local_search=False,
+                      workers=1)
     assert r.plan is not None and r.status == "feasible"
     assert len(hungry.limits) == 2
     assert hungry.limits[1] >= 0.2 and hungry.limits[0] + hungry.limits[1] <= 1.2

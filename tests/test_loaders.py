@@ -94,6 +94,7 @@ def assert_named(tmp_path, base, mutate, needle):
         (lambda d: d["graph"].update(order=5), "'order' must be a list of node ids"),
         (lambda d: d["graph"].update(order=[0, 1, 2]), "does not list every node exactly once"),
         (lambda d: d["links"].append({"source": 3, "target": 0}), "cycle"),
+        (lambda d: d.update(directed=False), "undirected"),
     ],
 )
 def test_malformed_node_link_documents_are_named(tmp_path, mutate, needle):
