@@ -220,19 +220,23 @@ def simulate_kernel(op, node, dev, dst, bytes_, pred_ptr, pred_idx, cost, can_co
     last_read = np.zeros((D, n), dtype=np.float64)  # latest end of a step reading the value there
     mem = np.zeros(D, dtype=np.int64)
     peak = np.zeros(D, dtype=np.int64)
-    ht = np.zeros((D, K), dtype=np.float64)  # per-device max-heaps of the frees so far (time, bytes)
-    hb = np.zeros((D, K), dtype=np.int64)
+    # one device runs one stream: every free is due before the next step starts, so memory in time
+    # is the plan-order count and nothing waits (the heaps below are only needed with overlap)
+    timed = D > 1
+    H = K if timed else 0
+    ht = np.zeros((D, H), dtype=np.float64)  # per-device max-heaps of the frees so far (time, bytes)
+    hb = np.zeros((D, H), dtype=np.int64)
     hn = np.zeros(D, dtype=np.int64)
-    stack = np.zeros(K + 1, dtype=np.int64)
-    out_t = np.zeros(K + 1, dtype=np.float64)
-    out_b = np.zeros(K + 1, dtype=np.int64)
+    stack = np.zeros(H + 1, dtype=np.int64)
+    out_t = np.zeros(H + 1, dtype=np.float64)
+    out_b = np.zeros(H + 1, dtype=np.int64)
     stream = np.zeros(D, dtype=np.float64)
     cstream = np.zeros((D, D), dtype=np.float64)
     computed = np.zeros(n, dtype=np.int64)
     timeline = np.zeros((K, D), dtype=np.int64)
     t_start = np.zeros(K, dtype=np.float64)
     t_end = np.zeros(K, dtype=np.float64)
-    wait_on = check_budget and wait
+    wait_on = check_budget and wait and timed
     compute_time = 0.0
     copy_time = 0.0
     makespan = 0.0
@@ -298,7 +302,8 @@ def simulate_kernel(op, node, dev, dst, bytes_, pred_ptr, pred_idx, cost, can_co
             else:
                 # the value stays allocated until its last reader has ended
                 f = last_read[d, v]
-                _heap_push(ht, hb, hn, d, f, bytes_[v])
+                if timed:
+                    _heap_push(ht, hb, hn, d, f, bytes_[v])
                 t_start[k] = f
                 t_end[k] = f
                 resident[d, v] = False
@@ -354,7 +359,10 @@ def simulate_kernel(op, node, dev, dst, bytes_, pred_ptr, pred_idx, cost, can_co
             if computed[v] == 0:
                 err, aux = E_NOT_COMPUTED, v
                 break
-    tpeak = _timed_peak(op, dev, dst, bytes_, node, t_start, err_step if err_step >= 0 else K, D)
+    if timed:
+        tpeak = _timed_peak(op, dev, dst, bytes_, node, t_start, err_step if err_step >= 0 else K, D)
+    else:
+        tpeak = peak.copy()
     return (err, err_step, aux, peak, tpeak, compute_time, copy_time, makespan, waited, n_computes,
             timeline[:rows], t_start, t_end, computed)
 
