@@ -105,8 +105,8 @@ def test_upward_rank_gives_topological_order():
             assert pos[u] < pos[v]
 
 
-@pytest.mark.parametrize("scan", [256, 2])
-def test_heft_kernel_matches_py_func(scan):
+@pytest.mark.parametrize("scan,strict", [(256, False), (2, False), (256, True)])
+def test_heft_kernel_matches_py_func(scan, strict):
     kern = getattr(heft_kernel, "py_func", None)
     if kern is None:
         pytest.skip("JIT disabled")
@@ -117,7 +117,7 @@ def test_heft_kernel_matches_py_func(scan):
         bw, lat = p.link_arrays
         for mode in (0, 1):
             args = (graph_record(g), machine_record(p),
-                    params_record(mode, 0.5, int(rng.integers(0, 2)), scan, int(rng.integers(0, 100))),
+                    params_record(mode, 0.5, int(rng.integers(0, 2)), scan, int(rng.integers(0, 100)), strict),
                     np.arange(g.n, dtype=np.int64), 200, 10**9)
             a, b = heft_kernel(*args), kern(*args)
             assert a[:3] == b[:3] and a[-1] == b[-1]

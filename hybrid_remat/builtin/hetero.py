@@ -1,4 +1,4 @@
-"""Built-in multi-device (CPU+GPU) heuristics and formulations."""
+"""Built-in multi-device (CPU+GPU) heuristics, improvers and formulations."""
 
 from ..hookspecs import hookimpl
 
@@ -14,6 +14,13 @@ def hybrid_remat_register_heuristics():
     mk_lift = LiftedSingleDevice(objective="makespan")
     mk_lift.name = "hetero_lift_mk"
     return [HeftScheduler(), HeftOffload(), LiftedSingleDevice(), mk_heft, mk_lift]
+
+
+@hookimpl
+def hybrid_remat_register_improvers():
+    from ..hetero.insertion import InsertionImprover
+
+    return [InsertionImprover()]
 
 
 @hookimpl
