@@ -165,7 +165,7 @@ def objective_value(result, objective) -> float:
 
 def heft_run(problem: Problem, *, order=None, mode: int = MODE_SERIAL, offload_weight: float = 1.0,
              score_kind: int = SCORE_STALENESS, devices=None, scan: int = SCAN, seed: int = 0,
-             work: int | None = None, strict: bool = False):
+             work: int | None = None, strict: bool = False, grow: bool = True):
     """Run :func:`~hybrid_remat.hetero.heft_kernel.heft_kernel` once:
     ``(plan or None, status, work spent)``.
 
@@ -180,6 +180,10 @@ def heft_run(problem: Problem, *, order=None, mode: int = MODE_SERIAL, offload_w
         Restrict computation to these devices (others stay storage).
     work : int, optional
         Work budget (default: unlimited).
+    grow : bool
+        A plan longer than ``8 n + 64`` steps stops the kernel; with
+        ``grow`` it is rerun with room for 4 times as many steps (a plan that
+        long recomputes a lot: a portfolio that has a plan already skips it).
     """
     from ..limits import UNLIMITED_WORK
 
@@ -198,11 +202,11 @@ def heft_run(problem: Problem, *, order=None, mode: int = MODE_SERIAL, offload_w
     budget = UNLIMITED_WORK if work is None else int(work)
     cap = 8 * g.n + 64
     spent = 0
-    for _ in range(8):
+    for _ in range(6):
         st, aux, k, op, node, dev, dst, w = heft_kernel(G, M, P, order, int(cap), budget - spent)
         spent += int(w)
-        if st == ST_CAPACITY:
-            cap = int(k) * 2 + 64
+        if st == ST_CAPACITY and grow and spent < budget:
+            cap *= 4
             continue
         if st != ST_OK:
             return None, int(st), spent
@@ -309,19 +313,21 @@ class HeftScheduler(Heuristic):
         best, best_val = None, np.inf
         spent = 0
         total = lim.work_for(WORK_RATE)
+
+        def left() -> int:  # the time left as work, within the work budget
+            return lim.work_for(WORK_RATE) if lim.work is None else min(lim.work_for(WORK_RATE), total - spent)
+
         for oname, order, m, w, s in self.variants(problem):
             if best is not None and lim.expired():
                 break
-            left = lim.work_for(WORK_RATE) if lim.work is None else total - spent
-            if left <= 0:
+            if left() <= 0:
                 break
             plan, st, used = heft_run(problem, order=order, mode=m, offload_weight=w, score_kind=s,
-                                      scan=self.scan, seed=seed, work=left)
+                                      scan=self.scan, seed=seed, work=left(), grow=best is None)
             spent += used
             if st == ST_STUCK:  # pins of a recomputation set filled a device: place sets strictly
-                left = lim.work_for(WORK_RATE) if lim.work is None else total - spent
                 plan, st, used = heft_run(problem, order=order, mode=m, offload_weight=w, score_kind=s,
-                                          scan=self.scan, seed=seed, work=left, strict=True)
+                                          scan=self.scan, seed=seed, work=left(), strict=True, grow=best is None)
                 spent += used
             if st == ST_WORK:
                 break
@@ -335,8 +341,7 @@ class HeftScheduler(Heuristic):
                 best, best_val = plan, val
                 plan.meta["order"] = oname
         if best is None:
-            left = lim.work_for(WORK_RATE) if lim.work is None else total - spent
-            best, _ = single_device_fallback(problem, work=max(0, left), seed=seed)
+            best, _ = single_device_fallback(problem, work=max(0, left()), seed=seed)
         if best is not None and objective == "makespan" and problem.n_devices > 1:
             from .insertion import InsertionImprover  # HEFT's insertion, checked step by step
 

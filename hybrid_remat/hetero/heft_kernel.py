@@ -14,8 +14,8 @@ arrays and scalars), so each helper takes a few arguments:
 
 Work
 ----
-One unit of work is one node placed or one eviction candidate scored.
-Eviction scans the resident values of the device, or ``scan`` of them drawn
+One unit of work is one node placed, one step emitted (a computation,
+recomputation, copy or free) or one eviction candidate scored.  Eviction scans the resident values of the device, or ``scan`` of them drawn
 at random (seeded) when more are resident, so a node costs
 ``O(scan x degree)`` and the kernel is near-linear in the graph size.  The
 kernel stops with :data:`ST_WORK` once it has spent its work budget.
@@ -31,7 +31,7 @@ Examples
 >>> status, aux, k, ops, nodes, devs, dsts, work = heft_kernel(
 ...     graph_record(g), machine_record(p), params_record(MODE_SERIAL), np.arange(4), 64, 10**6)
 >>> int(status), int(k), int(work)
-(0, 8, 4)
+(0, 8, 12)
 """
 
 from __future__ import annotations
@@ -120,6 +120,7 @@ def _emit(S, o, v, d, t):
         S.devs[k] = d
         S.dsts[k] = t
     S.ctr[K_STEPS] = k + 1
+    S.ctr[K_WORK] += 1
 
 
 @njit(cache=True, _nrt=False)
@@ -618,16 +619,17 @@ def heft_kernel(G, M, P, order, cap, work_budget):
     order : int64 (n)
         Topological processing order of first computations.
     cap : int
-        Capacity of the step arrays.
+        Capacity of the step arrays: the kernel stops with
+        :data:`ST_CAPACITY` as soon as the plan grows longer.
     work_budget : int
-        Work units (nodes placed plus eviction candidates scored) to spend
-        at most.
+        Work units (nodes placed, steps emitted, eviction candidates
+        scored) to spend at most.
 
     Returns
     -------
     status : int
         :data:`ST_OK`, :data:`ST_NO_DEVICE` (no device can take a node),
-        :data:`ST_CAPACITY` (retry with ``n_steps``), :data:`ST_STUCK`
+        :data:`ST_CAPACITY` (the plan outgrew ``cap``), :data:`ST_STUCK`
         (eviction found nothing to evict) or :data:`ST_WORK` (budget spent).
     aux : int
         The offending node (:data:`ST_NO_DEVICE`, :data:`ST_STUCK`).
@@ -656,7 +658,7 @@ def heft_kernel(G, M, P, order, cap, work_budget):
         stuck = _materialize(S, M, G, P, v, d, scratch, step + 1)
         if stuck >= 0:
             return ST_STUCK, stuck, S.ctr[K_STEPS], S.ops, S.nodes, S.devs, S.dsts, S.ctr[K_WORK]
+        if S.ctr[K_STEPS] > cap:  # a plan this long recomputes a lot: stop here
+            return ST_CAPACITY, -1, S.ctr[K_STEPS], S.ops, S.nodes, S.devs, S.dsts, S.ctr[K_WORK]
     k = S.ctr[K_STEPS]
-    if k > cap:
-        return ST_CAPACITY, -1, k, S.ops, S.nodes, S.devs, S.dsts, S.ctr[K_WORK]
     return ST_OK, -1, k, S.ops, S.nodes, S.devs, S.dsts, S.ctr[K_WORK]
