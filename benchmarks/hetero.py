@@ -367,7 +367,7 @@ def run_scale(args):
                 "`repeat_layers(load_graph('datasets/llama_8l_b4_s512.json.gz'), L)`, GPU budget 50 % of keep-all, "
                 "CPU 64 GiB (cpu+gpu, links of the profiled graphs). *kernel*: one variant (reference order, serial "
                 f"mode); *scheduler*: `HeftScheduler().run(p, limits=Limits.seconds({args.scale_limit:g}))` (16 "
-                "variants while the limit lasts, each simulated). Work = kernel work units (nodes placed + "
+                "variants while the limit lasts, each simulated). Work = kernel work units (nodes placed, steps emitted, "
                 f"eviction candidates scored); the scheduler turns time into work at {WORK_RATE:.2g} units/s.\n\n")
         f.write(f"*short*: the same scheduler with `Limits.seconds({args.short_limit:g})`: its wall time (plan "
                 "valid in every row unless marked).\n\n")

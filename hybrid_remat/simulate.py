@@ -197,6 +197,15 @@ def _timed_peak(op, dev, dst, bytes_, node, t_start, steps, D):
 
 
 @njit(cache=True)
+def _count(mem, peak, budget, d, b, check_budget):
+    """Allocate ``b`` on ``d`` in plan order; True when it goes over budget."""
+    mem[d] += b
+    if mem[d] > peak[d]:
+        peak[d] = mem[d]
+    return check_budget and mem[d] > budget[d]
+
+
+@njit(cache=True)
 def simulate_kernel(op, node, dev, dst, bytes_, pred_ptr, pred_idx, cost, can_compute, budget, bw, lat, check_budget,
                     wait):
     """Walk a plan; return ``(err, err_step, err_aux, peak, timed_peak,
@@ -289,10 +298,7 @@ def simulate_kernel(op, node, dev, dst, bytes_, pred_ptr, pred_idx, cost, can_co
                     resident[d, v] = True
                     computed[v] += 1
                     n_computes += 1
-                    mem[d] += bytes_[v]
-                    if mem[d] > peak[d]:
-                        peak[d] = mem[d]
-                    if check_budget and mem[d] > budget[d]:
+                    if _count(mem, peak, budget, d, bytes_[v], check_budget):
                         err, aux = E_OVER_BUDGET, mem[d]
                         rows = k + 1
                         timeline[k] = mem
@@ -339,10 +345,7 @@ def simulate_kernel(op, node, dev, dst, bytes_, pred_ptr, pred_idx, cost, can_co
                     makespan = end
                 copy_time += dur
                 resident[t, v] = True
-                mem[t] += bytes_[v]
-                if mem[t] > peak[t]:
-                    peak[t] = mem[t]
-                if check_budget and mem[t] > budget[t]:
+                if _count(mem, peak, budget, t, bytes_[v], check_budget):
                     err, aux = E_OVER_BUDGET, mem[t]
                     rows = k + 1
                     timeline[k] = mem

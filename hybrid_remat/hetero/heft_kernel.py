@@ -171,6 +171,19 @@ def _copy_time(M, s, t, b):
 
 
 @njit(cache=True, _nrt=False)
+def _copy(S, M, G, x, s, t):
+    """Copy ``x`` from ``s`` to ``t`` on the ``s -> t`` stream (emitted)."""
+    a = S.cstream[s, t]
+    if S.ready[s, x] > a:
+        a = S.ready[s, x]
+    a += _copy_time(M, s, t, G.bytes[x])
+    S.cstream[s, t] = a
+    S.ready[t, x] = a
+    _place(S, G, t, x)
+    _emit(S, 2, x, s, t)
+
+
+@njit(cache=True, _nrt=False)
 def _best_source(S, M, G, u, d):
     """Device holding ``u`` with the cheapest copy to ``d`` (-1: none)."""
     best = -1
@@ -282,14 +295,7 @@ def _make_room(S, M, G, P, d, need):
         if x < 0:
             return False
         if t >= 0:
-            a = S.cstream[d, t]
-            if S.ready[d, x] > a:
-                a = S.ready[d, x]
-            a += _copy_time(M, d, t, G.bytes[x])
-            S.cstream[d, t] = a
-            S.ready[t, x] = a
-            _place(S, G, t, x)
-            _emit(S, 2, x, d, t)
+            _copy(S, M, G, x, d, t)
         _drop(S, G, d, x)
         _emit(S, 1, x, d, -1)
     return True
@@ -412,19 +418,15 @@ def _sift(a, i, m):
 def _recompute_set(S, G, v, stamp, need, stack, members):
     """Values ``v`` needs that are resident nowhere, transitively: their
     count, ``members[:count]`` sorted (a topological order)."""
-    nst = 0
+    stack[0] = v
+    nst = 1
     nmem = 0
-    for q in range(G.pred_ptr[v], G.pred_ptr[v + 1]):
-        u = G.pred_idx[q]
-        if need[u] != stamp and not _resident_anywhere(S, u):
-            need[u] = stamp
-            stack[nst] = u
-            nst += 1
     while nst > 0:
         nst -= 1
         w = stack[nst]
-        members[nmem] = w
-        nmem += 1
+        if w != v:
+            members[nmem] = w
+            nmem += 1
         for q in range(G.pred_ptr[w], G.pred_ptr[w + 1]):
             u = G.pred_idx[q]
             if need[u] != stamp and not _resident_anywhere(S, u):
@@ -513,15 +515,8 @@ def _bring_inputs(S, M, G, P, w, dd):
         s = _best_source(S, M, G, u, dd)
         if s < 0 or not _make_room(S, M, G, P, dd, G.bytes[u]):
             return u
-        a = S.cstream[s, dd]
-        if S.ready[s, u] > a:
-            a = S.ready[s, u]
-        a += _copy_time(M, s, dd, G.bytes[u])
-        S.cstream[s, dd] = a
-        S.ready[dd, u] = a
-        _place(S, G, dd, u)
+        _copy(S, M, G, u, s, dd)
         S.last_use[dd, u] = S.clock[0]
-        _emit(S, 2, u, s, dd)
     return -1
 
 
