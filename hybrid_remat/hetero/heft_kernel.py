@@ -12,6 +12,13 @@ arrays and scalars), so each helper takes a few arguments:
   looked for among those only), the emitted steps and the counters
   (steps emitted, work spent, work budget, random state).
 
+The helpers allocate nothing and are compiled with ``_nrt=False`` (Numba's
+flag for code without reference counting): passing a record of arrays to a
+reference-counted function costs an atomic increment and decrement per
+array per call, which made the kernel several times slower than the
+single-function version it replaces; the kernel itself (which allocates the
+state) keeps reference counting.
+
 Work
 ----
 One unit of work is one node placed, one step emitted (a computation,
