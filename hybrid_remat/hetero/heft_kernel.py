@@ -1,16 +1,9 @@
 """The Numba kernel of memory-aware HEFT (see :mod:`hybrid_remat.hetero.heft`).
 
 The kernel's data travel in four small records (named tuples of numpy
-arrays and scalars), so each helper takes a few arguments:
-
-* :class:`HeftGraph`   the graph: sizes and both CSR adjacencies;
-* :class:`HeftMachine` the devices: costs, budgets, links;
-* :class:`HeftParams`  the variant: mode, offload weight, eviction score,
-  victim scan width, seed, strict placement of recomputation sets;
-* :class:`HeftState`   what changes: residency and memory per device, the
-  stream clocks, pins, the per-device lists of resident values (victims are
-  looked for among those only), the emitted steps and the counters
-  (steps emitted, work spent, work budget, random state).
+arrays and scalars, :mod:`hybrid_remat.hetero.heft_state`): the graph
+(``G``), the devices (``M``), the variant (``P``) and the state (``S``), so
+each helper takes a few arguments.
 
 The helpers allocate nothing and are compiled with ``_nrt=False`` (Numba's
 flag for code without reference counting): passing a record of arrays to a
@@ -22,10 +15,11 @@ state) keeps reference counting.
 Work
 ----
 One unit of work is one node placed, one step emitted (a computation,
-recomputation, copy or free) or one eviction candidate scored.  Eviction scans the resident values of the device, or ``scan`` of them drawn
-at random (seeded) when more are resident, so a node costs
-``O(scan x degree)`` and the kernel is near-linear in the graph size.  The
-kernel stops with :data:`ST_WORK` once it has spent its work budget.
+recomputation, copy or free) or one eviction candidate scored.  Eviction
+scans the resident values of the device, or ``scan`` of them drawn at
+random (seeded) when more are resident, so a node costs ``O(scan x
+degree)`` and the kernel is near-linear in the graph size.  The kernel
+stops with :data:`ST_WORK` once it has spent its work budget.
 
 Examples
 --------
@@ -43,132 +37,43 @@ Examples
 
 from __future__ import annotations
 
-from collections import namedtuple
-
 import numpy as np
 from numba import njit
+
+from .heft_state import (
+    K_BUDGET,
+    K_STEPS,
+    K_WORK,
+    MODE_MAKESPAN,
+    MODE_SERIAL,
+    SCAN,
+    SCORE_NEXT_USE,
+    SCORE_STALENESS,
+    ST_CAPACITY,
+    ST_NO_DEVICE,
+    ST_OK,
+    ST_STUCK,
+    ST_WORK,
+    HeftGraph,
+    HeftMachine,
+    HeftParams,
+    HeftState,
+    drop,
+    emit,
+    graph_record,
+    machine_record,
+    new_state,
+    params_record,
+    place,
+    rand,
+    resident_anywhere,
+)
 
 __all__ = [
     "HeftGraph", "HeftMachine", "HeftParams", "HeftState", "heft_kernel", "graph_record", "machine_record",
     "params_record", "MODE_SERIAL", "MODE_MAKESPAN", "SCORE_STALENESS", "SCORE_NEXT_USE", "ST_OK",
     "ST_NO_DEVICE", "ST_CAPACITY", "ST_STUCK", "ST_WORK", "SCAN",
 ]
-
-MODE_SERIAL = 0
-MODE_MAKESPAN = 1
-SCORE_STALENESS = 0
-SCORE_NEXT_USE = 1
-
-ST_OK = 0
-ST_NO_DEVICE = 1
-ST_CAPACITY = 2
-ST_STUCK = 3
-ST_WORK = 4
-
-#: default eviction scan width: every resident value when at most this many, else a sample this large
-SCAN = 256
-
-HeftGraph = namedtuple("HeftGraph", "bytes pred_ptr pred_idx succ_ptr succ_idx")
-HeftMachine = namedtuple("HeftMachine", "cost can_compute budget bw lat")
-HeftParams = namedtuple("HeftParams", "mode offload_weight score_kind scan seed strict")
-HeftState = namedtuple(
-    "HeftState",
-    "resident mem ready stream cstream last_use pin mark marked remaining done pos rlist rpos rcount "
-    "ops nodes devs dsts ctr clock",
-)
-
-# indices into HeftState.ctr
-K_STEPS = 0
-K_WORK = 1
-K_BUDGET = 2
-K_RNG = 3
-
-
-def graph_record(graph) -> HeftGraph:
-    """The kernel's view of a :class:`~hybrid_remat.graph.Graph`."""
-    return HeftGraph(graph.bytes, graph.pred_ptr, graph.pred_idx, graph.succ_ptr, graph.succ_idx)
-
-
-def machine_record(problem, cost=None, can_compute=None) -> HeftMachine:
-    """The kernel's view of a problem's devices (``cost``/``can_compute``
-    override the problem's, e.g. to restrict computation to some devices)."""
-    bw, lat = problem.link_arrays
-    cost = problem.cost_matrix if cost is None else cost
-    can = problem.can_compute if can_compute is None else can_compute
-    return HeftMachine(np.ascontiguousarray(cost, dtype=np.float64), np.ascontiguousarray(can, dtype=np.bool_),
-                       problem.budgets, bw, lat)
-
-
-def params_record(mode: int, offload_weight: float = 1.0, score_kind: int = SCORE_STALENESS, scan: int = SCAN,
-                  seed: int = 0, strict: bool = False) -> HeftParams:
-    """A variant of the kernel (see :func:`heft_kernel`)."""
-    return HeftParams(int(mode), float(offload_weight), int(score_kind), int(max(1, scan)), int(seed), bool(strict))
-
-
-# ------------------------------------------------------------------ state
-@njit(cache=True)
-def _new_state(n, D, cap, work_budget, seed):
-    return HeftState(
-        np.zeros((D, n), dtype=np.bool_), np.zeros(D, dtype=np.int64), np.zeros((D, n)), np.zeros(D),
-        np.zeros((D, D)), np.zeros((D, n)), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_),
-        np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_),
-        np.zeros(n, dtype=np.int64), np.zeros((D, n), dtype=np.int64), np.zeros((D, n), dtype=np.int64),
-        np.zeros(D, dtype=np.int64), np.zeros(cap, dtype=np.int8), np.zeros(cap, dtype=np.int64),
-        np.zeros(cap, dtype=np.int64), np.full(cap, -1, dtype=np.int64),
-        np.array([0, 0, work_budget, seed % 2147483648], dtype=np.int64), np.zeros(1))
-
-
-@njit(cache=True, _nrt=False)
-def _emit(S, o, v, d, t):
-    k = S.ctr[K_STEPS]
-    if k < S.ops.shape[0]:
-        S.ops[k] = o
-        S.nodes[k] = v
-        S.devs[k] = d
-        S.dsts[k] = t
-    S.ctr[K_STEPS] = k + 1
-    S.ctr[K_WORK] += 1
-
-
-@njit(cache=True, _nrt=False)
-def _place(S, G, d, v):
-    """Make ``v`` resident on ``d`` (memory and the resident list)."""
-    S.resident[d, v] = True
-    S.mem[d] += G.bytes[v]
-    c = S.rcount[d]
-    S.rlist[d, c] = v
-    S.rpos[d, v] = c
-    S.rcount[d] = c + 1
-
-
-@njit(cache=True, _nrt=False)
-def _drop(S, G, d, v):
-    """Remove ``v`` from ``d`` (memory and the resident list)."""
-    S.resident[d, v] = False
-    S.mem[d] -= G.bytes[v]
-    c = S.rcount[d] - 1
-    i = S.rpos[d, v]
-    last = S.rlist[d, c]
-    S.rlist[d, i] = last
-    S.rpos[d, last] = i
-    S.rcount[d] = c
-
-
-@njit(cache=True, _nrt=False)
-def _resident_anywhere(S, u):
-    for e in range(S.resident.shape[0]):
-        if S.resident[e, u]:
-            return True
-    return False
-
-
-@njit(cache=True, _nrt=False)
-def _rand(S, hi):
-    """A deterministic pseudo-random integer in ``[0, hi)`` (a 31-bit
-    linear congruential generator: no overflow, same in pure Python)."""
-    x = (S.ctr[K_RNG] * 1103515245 + 12345) % 2147483648
-    S.ctr[K_RNG] = x
-    return (x >> 7) % hi
 
 
 # ------------------------------------------------------------ copy / restore
@@ -186,8 +91,8 @@ def _copy(S, M, G, x, s, t):
     a += _copy_time(M, s, t, G.bytes[x])
     S.cstream[s, t] = a
     S.ready[t, x] = a
-    _place(S, G, t, x)
-    _emit(S, 2, x, s, t)
+    place(S, G, t, x)
+    emit(S, 2, x, s, t)
 
 
 @njit(cache=True, _nrt=False)
@@ -222,7 +127,7 @@ def _restore(S, M, G, P, w, d):
                 rc = M.cost[e, w]
     for k in range(G.pred_ptr[w], G.pred_ptr[w + 1]):
         u = G.pred_idx[k]
-        if not _resident_anywhere(S, u):
+        if not resident_anywhere(S, u):
             if M.can_compute[d]:
                 rc += M.cost[d, u]
             else:
@@ -265,7 +170,7 @@ def _pick_victim(S, M, G, P, d):
     tries = P.scan if sample else R
     clock = S.clock[0]
     for i in range(tries):
-        w = S.rlist[d, _rand(S, R) if sample else i]
+        w = S.rlist[d, rand(S, R) if sample else i]
         if S.pin[w] > 0 or S.mark[w] or G.bytes[w] <= 0:
             continue
         S.ctr[K_WORK] += 1
@@ -303,8 +208,8 @@ def _make_room(S, M, G, P, d, need):
             return False
         if t >= 0:
             _copy(S, M, G, x, d, t)
-        _drop(S, G, d, x)
-        _emit(S, 1, x, d, -1)
+        drop(S, G, d, x)
+        emit(S, 1, x, d, -1)
     return True
 
 
@@ -436,7 +341,7 @@ def _recompute_set(S, G, v, stamp, need, stack, members):
             nmem += 1
         for q in range(G.pred_ptr[w], G.pred_ptr[w + 1]):
             u = G.pred_idx[q]
-            if need[u] != stamp and not _resident_anywhere(S, u):
+            if need[u] != stamp and not resident_anywhere(S, u):
                 need[u] = stamp
                 stack[nst] = u
                 nst += 1
@@ -537,9 +442,9 @@ def _compute(S, M, G, w, dd):
         S.last_use[dd, u] = S.clock[0]
     S.stream[dd] = start + M.cost[dd, w]
     S.ready[dd, w] = S.stream[dd]
-    _place(S, G, dd, w)
+    place(S, G, dd, w)
     S.last_use[dd, w] = S.clock[0]
-    _emit(S, 0, w, dd, -1)
+    emit(S, 0, w, dd, -1)
 
 
 @njit(cache=True, _nrt=False)
@@ -554,8 +459,8 @@ def _release_inputs(S, G, w, localuse):
             if S.remaining[u] == 0:
                 for e in range(S.resident.shape[0]):
                     if S.resident[e, u]:
-                        _drop(S, G, e, u)
-                        _emit(S, 1, u, e, -1)
+                        drop(S, G, e, u)
+                        emit(S, 1, u, e, -1)
 
 
 @njit(cache=True, _nrt=False)
@@ -592,8 +497,8 @@ def _materialize(S, M, G, P, v, d, scratch, stamp):
                 S.remaining[G.pred_idx[q]] -= 1
         _release_inputs(S, G, w, localuse)
     if S.remaining[v] == 0:
-        _drop(S, G, d, v)
-        _emit(S, 1, v, d, -1)
+        drop(S, G, d, v)
+        emit(S, 1, v, d, -1)
     return -1
 
 
@@ -642,7 +547,7 @@ def heft_kernel(G, M, P, order, cap, work_budget):
     """
     n = G.bytes.shape[0]
     D = M.cost.shape[0]
-    S = _new_state(n, D, cap, work_budget, P.seed)
+    S = new_state(n, D, cap, work_budget, P.seed)
     scratch = (np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
                np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
     for i in range(n):
