@@ -14,6 +14,7 @@ from hybrid_remat.generators import chain
 from hybrid_remat.graph import Graph
 from hybrid_remat.hetero.brute import brute_force
 from hybrid_remat.hetero.heft import HeftScheduler, heft_kernel, rank_order, upward_rank
+from hybrid_remat.hetero.heft_kernel import graph_record, machine_record, params_record
 from hybrid_remat.hetero.lift import LiftedSingleDevice, gpu_only_problem, lift_plan, remove_dead_computes
 from hybrid_remat.hetero.paging import HeftOffload, PagingMILP, paging_problem
 from hybrid_remat.hetero.xengine import XEngineMILP, coarse_ends, decode, model_size, stage_arrays
@@ -104,7 +105,8 @@ def test_upward_rank_gives_topological_order():
             assert pos[u] < pos[v]
 
 
-def test_heft_kernel_matches_py_func():
+@pytest.mark.parametrize("scan,strict", [(256, False), (2, False), (256, True)])
+def test_heft_kernel_matches_py_func(scan, strict):
     kern = getattr(heft_kernel, "py_func", None)
     if kern is None:
         pytest.skip("JIT disabled")
@@ -114,11 +116,12 @@ def test_heft_kernel_matches_py_func():
         g = p.graph
         bw, lat = p.link_arrays
         for mode in (0, 1):
-            args = (g.bytes, g.pred_ptr, g.pred_idx, g.succ_ptr, g.succ_idx, p.cost_matrix, p.can_compute,
-                    p.budgets, bw, lat, np.arange(g.n, dtype=np.int64), mode, 0.5, int(rng.integers(0, 2)), 200)
+            args = (graph_record(g), machine_record(p),
+                    params_record(mode, 0.5, int(rng.integers(0, 2)), scan, int(rng.integers(0, 100)), strict),
+                    np.arange(g.n, dtype=np.int64), 200, 10**9)
             a, b = heft_kernel(*args), kern(*args)
-            assert a[:3] == b[:3]
-            for x, y in zip(a[3:], b[3:], strict=False):
+            assert a[:3] == b[:3] and a[-1] == b[-1]
+            for x, y in zip(a[3:-1], b[3:-1], strict=True):
                 assert np.array_equal(x[: a[2]], y[: b[2]])
         assert np.allclose(upward_rank(g.bytes, g.succ_ptr, g.succ_idx, p.cost_matrix, p.can_compute, bw, lat),
                            upward_rank.py_func(g.bytes, g.succ_ptr, g.succ_idx, p.cost_matrix, p.can_compute, bw,

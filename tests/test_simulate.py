@@ -50,8 +50,8 @@ def _random_plan(g, D, rng, k):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(2, 12), st.integers(1, 2), st.integers(0, 10**6), st.booleans())
-def test_kernel_agrees_with_python_version(n, D, seed, check_budget):
+@given(st.integers(2, 12), st.integers(1, 2), st.integers(0, 10**6), st.booleans(), st.booleans())
+def test_kernel_agrees_with_python_version(n, D, seed, check_budget, wait):
     rng = np.random.default_rng(seed)
     g = random_dag(n, p=0.3, seed=seed, kinds=("gpu", "cpu"))
     p = (
@@ -61,7 +61,7 @@ def test_kernel_agrees_with_python_version(n, D, seed, check_budget):
     )
     op, node, dev, dst = _random_plan(g, D, rng, int(rng.integers(1, 4 * n)))
     bw, lat = p.link_arrays
-    args = (op, node, dev, dst, g.bytes, g.pred_ptr, g.pred_idx, p.cost_matrix, p.can_compute, p.budgets, bw, lat, check_budget)
+    args = (op, node, dev, dst, g.bytes, g.pred_ptr, g.pred_idx, p.cost_matrix, p.can_compute, p.budgets, bw, lat, check_budget, wait)
     a = simulate_kernel(*args)
     b = getattr(simulate_kernel, "py_func", simulate_kernel)(*args)  # plain function under NUMBA_DISABLE_JIT
     for x, y in zip(a, b):

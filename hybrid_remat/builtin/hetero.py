@@ -1,4 +1,4 @@
-"""Built-in multi-device (CPU+GPU) heuristics and formulations.  Each reads
+"""Built-in multi-device (CPU+GPU) heuristics, improvers and formulations.  Each reads
 ``problem.objective`` (serial time or makespan): one object per method."""
 
 from ..hookspecs import hookimpl
@@ -11,6 +11,13 @@ def hybrid_remat_register_heuristics():
     from ..hetero.paging import HeftOffload
 
     return [HeftScheduler(), HeftOffload(), LiftedSingleDevice()]
+
+
+@hookimpl
+def hybrid_remat_register_improvers():
+    from ..hetero.insertion import InsertionImprover
+
+    return [InsertionImprover()]
 
 
 @hookimpl

@@ -1,6 +1,9 @@
 """CPU+GPU planning: operator placement, transfers and host offload.
 
-* :mod:`~hybrid_remat.hetero.heft`    memory-aware HEFT list scheduling with DTR eviction (Numba)
+* :mod:`~hybrid_remat.hetero.heft`    memory-aware HEFT list scheduling with DTR eviction
+* :mod:`~hybrid_remat.hetero.heft_kernel` its Numba kernel (work budget, near-linear)
+* :mod:`~hybrid_remat.hetero.heft_state` the kernel's records (graph, devices, variant, state)
+* :mod:`~hybrid_remat.hetero.insertion` HEFT's insertion as the improver ``insertion`` (makespan)
 * :mod:`~hybrid_remat.hetero.lift`    single-device plans lifted with host offload
 * :mod:`~hybrid_remat.hetero.xengine` XEngine's staged MILP with transfer variables (SCIP)
 * :mod:`~hybrid_remat.hetero.staging` stage grids: plans <-> staged arrays, memory accounting, coarse grids

@@ -8,8 +8,11 @@ the plan, past steps it does not depend on.  Moving it changes the memory of
 every step in between, so each move is checked by the simulator and kept only
 when the plan stays valid and its makespan drops.
 
-:func:`insert_earlier` is the post-pass; :class:`~hybrid_remat.hetero.heft.HeftScheduler`
-applies it to its plans when its objective is the makespan.
+:class:`InsertionImprover` is the registered improver ``insertion`` (for
+makespan problems; it cannot change the serial time);
+:class:`~hybrid_remat.hetero.heft.HeftScheduler` applies it to its best plan
+when the objective is the makespan.  :func:`insert_earlier` is the same pass
+as a function.  One unit of work is one tried move (one simulation).
 
 Examples
 --------
@@ -27,18 +30,21 @@ on the GPU in that gap:
 ...                         ("compute", 1, "gpu"), ("compute", 2, "gpu")], ["gpu", "cpu"])
 >>> simulate(p, plan).makespan, simulate(p, insert_earlier(p, plan)).makespan
 (10.0, 7.0)
+>>> better = InsertionImprover().improve(p.with_objective("makespan"), plan)
+>>> simulate(p, better).makespan
+7.0
 """
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from ..interfaces import Improver
+from ..limits import Limits
 from ..plan import OP_COMPUTE, OP_COPY, OP_FREE, Plan
 from ..simulate import simulate
 
-__all__ = ["insert_earlier", "earliest_position"]
+__all__ = ["insert_earlier", "earliest_position", "InsertionImprover"]
 
 
 def earliest_position(plan: Plan, k: int, preds: np.ndarray) -> int:
@@ -63,7 +69,8 @@ def _moved(plan: Plan, k: int, j: int) -> Plan:
     return Plan(plan.op[idx], plan.node[idx], plan.device[idx], plan.target[idx], plan.devices, dict(plan.meta))
 
 
-def insert_earlier(problem, plan: Plan, *, time_limit: float = 0.25) -> Plan:
+def insert_earlier(problem, plan: Plan, *, time_limit: float | None = 0.25, limits: Limits | None = None,
+                   on_incumbent=None) -> Plan:
     """Move computations into earlier gaps while that lowers the makespan.
 
     Parameters
@@ -71,8 +78,13 @@ def insert_earlier(problem, plan: Plan, *, time_limit: float = 0.25) -> Plan:
     problem : Problem
     plan : Plan
         A valid plan.
-    time_limit : float
+    time_limit : float, optional
         Seconds to spend at most (one simulation per tried move).
+    limits : Limits, optional
+        Deadline, work (tried moves) and stop flag; combined with
+        ``time_limit``.
+    on_incumbent : callable, optional
+        ``on_incumbent(plan, "insertion")`` with each improvement.
 
     Returns
     -------
@@ -80,22 +92,50 @@ def insert_earlier(problem, plan: Plan, *, time_limit: float = 0.25) -> Plan:
         A valid plan whose makespan is at most ``plan``'s (``plan`` itself
         when no move helps or it is invalid).
     """
-    deadline = time.perf_counter() + time_limit
+    lim = limits if limits is not None else Limits()
+    if time_limit is not None:
+        lim = lim.share(time_limit)
+    work = lim.work if lim.work is not None else -1
     base = simulate(problem, plan)
     if not base.valid:
         return plan
     best, best_val = plan, base.makespan
     g = problem.graph
     k = 0
-    while k < len(best) and time.perf_counter() < deadline:
+    tried = 0
+    while k < len(best) and not lim.expired() and tried != work:
         if int(best.op[k]) == OP_COMPUTE:
             j = earliest_position(best, k, g.preds(int(best.node[k])))
             if j < k:
                 cand = _moved(best, k, j)
                 r = simulate(problem, cand)
+                tried += 1
                 if r.valid and r.makespan < best_val - 1e-12 * max(1.0, best_val):
                     best, best_val = cand, r.makespan
+                    best.meta["insertion"] = True
+                    if on_incumbent is not None:
+                        on_incumbent(best, "insertion")
         k += 1
-    if best is not plan:
-        best.meta["insertion"] = True
     return best
+
+
+class InsertionImprover(Improver):
+    """HEFT's insertion as an improver: move computations into earlier idle
+    gaps of their device while the simulated makespan drops
+    (:func:`insert_earlier`).  Only for the makespan objective."""
+
+    name = "insertion"
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "multi_device", "makespan", "honours_limits", "deterministic"})
+    rank = 4.0
+
+    def applicable(self, problem):
+        if getattr(problem.objective, "name", "serial") != "makespan":
+            return False, "insertion only changes the makespan (the objective is serial time)"
+        return True, ""
+
+    def improve(self, problem, plan, *, seed: int = 0, limits: Limits | None = None, on_incumbent=None,
+                shared=None):
+        """The best plan found from ``plan`` (``None``: nothing better)."""
+        out = insert_earlier(problem, plan, time_limit=None, limits=limits, on_incumbent=on_incumbent)
+        return None if out is plan else out

@@ -73,22 +73,24 @@ class PagingMILP(Formulation):
 
 class HeftOffload(Heuristic):
     """Memory-aware HEFT computing on the primary device only, the other
-    devices used as offload memory (remat versus offload, no co-execution)."""
+    devices used as offload memory (remat versus offload, no co-execution);
+    best by the problem's objective (or ``objective``), within ``limits``."""
 
     name = "hetero_heft_offload"
-    version = "1"
-    capabilities = frozenset({"dag", "chain", "multi_device", "needs_budget"})
+    version = "2"
+    capabilities = frozenset({"dag", "chain", "multi_device", "needs_budget", "serial", "makespan",
+                              "honours_limits", "deterministic"})
     rank = 3.0
 
-    def __init__(self, objective: str = "serial"):
+    def __init__(self, objective: str | None = None):
         self.inner = HeftScheduler(objective)
 
-    def run(self, problem: Problem, *, seed: int = 0):
+    def run(self, problem: Problem, *, seed: int = 0, limits=None):
         try:
-            pp = paging_problem(problem)
+            pp = paging_problem(problem).with_objective(problem.objective)
         except BudgetError:  # the primary device alone cannot hold some node
             return None
-        plan = self.inner.run(pp, seed=seed)
+        plan = self.inner.run(pp, seed=seed, limits=limits)
         if plan is not None:
             plan.meta["solver"] = self.name
         return plan

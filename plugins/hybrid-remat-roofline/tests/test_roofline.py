@@ -7,7 +7,7 @@ import importlib.metadata
 
 import numpy as np
 import pytest
-from hybrid_remat_roofline import DEVICES, RooflineModel, bytes_moved
+from hybrid_remat_roofline import DEVICES, PAIRS, RooflineModel, apply_pair, bytes_moved
 
 from hybrid_remat import Problem, plugins, simulate
 from hybrid_remat.cost_models import apply_cost_model
@@ -61,6 +61,32 @@ def test_device_tables():
     assert DEVICES["xeon16"].source == "fitted"
     with pytest.raises(GraphError, match="no device 'tpu'"):
         RooflineModel().estimate(standard_graphs()[0], "tpu")
+
+
+def test_hardware_where_the_cpu_matters():
+    # device tables from public spec figures (units x FLOP/clock x clock; memory bus x data rate)
+    assert DEVICES["rtx3060"].matmul_flops == pytest.approx(3584 * 2 * 1.78e9, rel=0.01)
+    assert DEVICES["rtx3060"].bandwidth == pytest.approx(192 / 8 * 15e9)
+    assert DEVICES["iris_xe"].vector_flops == pytest.approx(96 * 16 * 1.35e9, rel=0.01)
+    assert DEVICES["uhd630"].vector_flops == pytest.approx(24 * 16 * 1.2e9, rel=0.01)
+    assert DEVICES["i9_9900k"].bandwidth == DEVICES["uhd630"].bandwidth == 41.6e9  # shared DRAM
+    assert DEVICES["i7_1185g7"].bandwidth == DEVICES["iris_xe"].bandwidth
+    for name in ("rtx3060", "iris_xe", "i7_1185g7", "uhd630", "i9_9900k"):
+        assert DEVICES[name].source.startswith("spec")
+    # the GPU is not far faster than the CPU: within 5x on a conv net, unlike the H200 (45x measured)
+    g = standard_graphs()[0]
+    for pair in ("rtx3060_7950x", "irisxe_1185g7", "uhd630_9900k"):
+        pg, links = apply_pair(g, pair)
+        ratio = pg.cost("cpu").sum() / pg.cost("gpu").sum()
+        assert 0.2 < ratio < 5.0, (pair, ratio)
+        assert pg.estimated["gpu"].all() and pg.estimated["cpu"].all()
+        assert {(ln.src, ln.dst) for ln in links} == {("gpu", "cpu"), ("cpu", "gpu")}
+        assert links[0].bandwidth == PAIRS[pair].bandwidth
+    assert PAIRS["irisxe_1185g7"].link == "shared" and PAIRS["rtx3060_7950x"].link == "pcie"
+    measured, links = apply_pair(g, "h200_xeon")
+    assert measured is g and len(links) == 2
+    with pytest.raises(GraphError, match="no hardware pair 'tpu'"):
+        apply_pair(g, "tpu")
 
 
 def test_roofline_formula_compute_and_memory_bound():

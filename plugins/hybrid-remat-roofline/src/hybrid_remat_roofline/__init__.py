@@ -8,9 +8,10 @@ Examples
 (3,)
 """
 
-from .devices import DEVICES, DeviceSpec
-from .model import RooflineModel, bytes_moved, is_matrix_op
+from .devices import DEVICES, PAIRS, DeviceSpec, HardwarePair
+from .model import RooflineModel, apply_pair, bytes_moved, is_matrix_op
 
 __version__ = "0.1.0"
 
-__all__ = ["DEVICES", "DeviceSpec", "RooflineModel", "bytes_moved", "is_matrix_op", "__version__"]
+__all__ = ["DEVICES", "PAIRS", "DeviceSpec", "HardwarePair", "RooflineModel", "apply_pair", "bytes_moved",
+           "is_matrix_op", "__version__"]

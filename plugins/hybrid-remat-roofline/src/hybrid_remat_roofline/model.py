@@ -8,9 +8,9 @@ from hybrid_remat.errors import GraphError
 from hybrid_remat.graph import Graph
 from hybrid_remat.interfaces import CostModel
 
-from .devices import DEVICES, DeviceSpec
+from .devices import DEVICES, PAIRS, DeviceSpec, HardwarePair
 
-__all__ = ["RooflineModel", "bytes_moved", "is_matrix_op"]
+__all__ = ["RooflineModel", "bytes_moved", "is_matrix_op", "apply_pair"]
 
 _CONV = ("convolution",)
 _MATMUL = ("mm.", "addmm", "bmm", "matmul", "linear", "scaled_dot_product", "baddbmm")
@@ -89,3 +89,35 @@ class RooflineModel(CostModel):
         flops = np.maximum(flops, 0.0)
         t = np.maximum(flops / peak, bytes_moved(graph) / s.bandwidth) + s.overhead
         return t.astype(np.float64)
+
+
+def apply_pair(graph: Graph, pair: HardwarePair | str, model: RooflineModel | None = None):
+    """The graph costed on a hardware pair, and the links between the two.
+
+    Returns ``(graph, links)``: a copy of ``graph`` whose ``gpu`` and
+    ``cpu`` cost columns are the roofline estimates for the pair's devices
+    (flagged estimated), and ``Link`` objects both ways.  The measured pair
+    (``gpu``/``cpu`` ``None``) keeps the graph's own columns and takes its
+    links from the graph's ``transfer`` record.
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> g, links = apply_pair(chain(3, bytes=1 << 20), "irisxe_1185g7")
+    >>> bool(g.estimated["gpu"].all()), [(ln.src, ln.dst) for ln in links]
+    (True, [('gpu', 'cpu'), ('cpu', 'gpu')])
+    """
+    from hybrid_remat.problem import Link, default_links
+
+    if isinstance(pair, str):
+        try:
+            pair = PAIRS[pair]
+        except KeyError:
+            raise GraphError(f"roofline knows no hardware pair {pair!r} (it knows {', '.join(sorted(PAIRS))})") from None
+    if pair.gpu is None:
+        return graph, default_links(graph, ["gpu", "cpu"])
+    model = model or RooflineModel()
+    est = {"gpu": model.estimate(graph, pair.gpu), "cpu": model.estimate(graph, pair.cpu)}
+    out = graph.with_costs(est, {k: np.ones(graph.n, dtype=bool) for k in est})
+    links = [Link("gpu", "cpu", pair.bandwidth, pair.latency), Link("cpu", "gpu", pair.bandwidth, pair.latency)]
+    return out, links
