@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.core import cpu as _numba_cpu
 
 from .heft_state import (
     K_BUDGET,
@@ -69,6 +70,9 @@ from .heft_state import (
     resident_anywhere,
 )
 
+#: ``_nrt=False`` is a private Numba option: use it only where this Numba still has it (else plain njit)
+_LEAN = {"_nrt": False} if hasattr(_numba_cpu.CPUTargetOptions, "_nrt") else {}
+
 __all__ = [
     "HeftGraph", "HeftMachine", "HeftParams", "HeftState", "heft_kernel", "graph_record", "machine_record",
     "params_record", "MODE_SERIAL", "MODE_MAKESPAN", "SCORE_STALENESS", "SCORE_NEXT_USE", "ST_OK",
@@ -77,12 +81,12 @@ __all__ = [
 
 
 # ------------------------------------------------------------ copy / restore
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _copy_time(M, s, t, b):
     return M.lat[s, t] + b / M.bw[s, t]
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _copy(S, M, G, x, s, t):
     """Copy ``x`` from ``s`` to ``t`` on the ``s -> t`` stream (emitted)."""
     a = S.cstream[s, t]
@@ -95,7 +99,7 @@ def _copy(S, M, G, x, s, t):
     emit(S, 2, x, s, t)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _best_source(S, M, G, u, d):
     """Device holding ``u`` with the cheapest copy to ``d`` (-1: none)."""
     best = -1
@@ -109,7 +113,7 @@ def _best_source(S, M, G, u, d):
     return best
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _restore(S, M, G, P, w, d):
     """Cheapest way to get ``w`` back on ``d`` after evicting it:
     ``(cost, target)``; target -1 = drop (recompute or copy back from an
@@ -143,7 +147,7 @@ def _restore(S, M, G, P, w, d):
     return best, best_t
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _next_use(S, G, w):
     nu = 1 << 60
     for k in range(G.succ_ptr[w], G.succ_ptr[w + 1]):
@@ -154,7 +158,7 @@ def _next_use(S, G, w):
 
 
 # -------------------------------------------------------------- eviction
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _pick_victim(S, M, G, P, d):
     """The evictable value on ``d`` with the lowest DTR score (a dead one
     first): ``(victim, score, restore cost, offload target)``; victim -1
@@ -198,7 +202,7 @@ def _pick_victim(S, M, G, P, d):
     return best, best_score, best_restore, best_t
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _make_room(S, M, G, P, d, need):
     """Evict (offload as copy + free, or drop) victims on ``d`` until
     ``need`` more bytes fit; False when no victim is left."""
@@ -213,7 +217,7 @@ def _make_room(S, M, G, P, d, need):
     return True
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _eviction_penalty(S, M, G, P, v, d, extra):
     """Restore cost of what ``d`` would evict to fit ``extra`` more bytes
     (a dry run with ``v``'s inputs pinned); ``inf`` when it cannot."""
@@ -242,7 +246,7 @@ def _eviction_penalty(S, M, G, P, v, d, extra):
 
 
 # -------------------------------------------------------- device choice
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _device_score(S, M, G, P, v, d):
     """What placing ``v`` on ``d`` costs: the added time (serial mode) or
     the finish time (makespan mode), plus the eviction penalty; ``inf``
@@ -288,7 +292,7 @@ def _device_score(S, M, G, P, v, d):
     return start + M.cost[d, v] + penalty
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _choose_device(S, M, G, P, v):
     best_d = -1
     best_score = np.inf
@@ -302,7 +306,7 @@ def _choose_device(S, M, G, P, v):
 
 
 # ----------------------------------------------------- recomputation set
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _sort_prefix(a, m):
     """Sort ``a[:m]`` in place (heapsort: no allocation)."""
     for start in range(m // 2 - 1, -1, -1):
@@ -312,7 +316,7 @@ def _sort_prefix(a, m):
         _sift(a, 0, end)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _sift(a, i, m):
     while True:
         c = 2 * i + 1
@@ -326,7 +330,7 @@ def _sift(a, i, m):
         i = c
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _recompute_set(S, G, v, stamp, need, stack, members):
     """Values ``v`` needs that are resident nowhere, transitively: their
     count, ``members[:count]`` sorted (a topological order)."""
@@ -349,7 +353,7 @@ def _recompute_set(S, G, v, stamp, need, stack, members):
     return nmem
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _set_bytes(G, members, nmem, seen, stamp):
     """Bytes of the members and all their inputs (each value once): what
     the recomputation set may hold pinned on its device at once."""
@@ -367,7 +371,7 @@ def _set_bytes(G, members, nmem, seen, stamp):
     return held
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _recompute_device(S, M, G, P, v, d, members, nmem, need, stamp, held):
     """The device that runs the recomputation set: the cheapest (copies of
     its results to ``d`` included) where each member fits with its inputs;
@@ -416,7 +420,7 @@ def _recompute_device(S, M, G, P, v, d, members, nmem, need, stamp, held):
 
 
 # ------------------------------------------------------------- execution
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _bring_inputs(S, M, G, P, w, dd):
     """Copy ``w``'s inputs that are not on ``dd`` there; the first input
     that cannot come (-1: all came)."""
@@ -432,7 +436,7 @@ def _bring_inputs(S, M, G, P, w, dd):
     return -1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _compute(S, M, G, w, dd):
     start = S.stream[dd]
     for q in range(G.pred_ptr[w], G.pred_ptr[w + 1]):
@@ -447,7 +451,7 @@ def _compute(S, M, G, w, dd):
     emit(S, 0, w, dd, -1)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _release_inputs(S, G, w, localuse):
     """Unpin ``w``'s inputs whose local uses are over; free the dead ones
     on every device."""
@@ -463,7 +467,7 @@ def _release_inputs(S, G, w, localuse):
                         emit(S, 1, u, e, -1)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, **_LEAN)
 def _materialize(S, M, G, P, v, d, scratch, stamp):
     """Run ``v``'s recomputation set (on the cheapest device) and then
     ``v`` on ``d``; the node it got stuck on, or -1.  ``stamp`` marks
