@@ -57,7 +57,7 @@ from . import generators
 from .budgets import keep_all_peak
 from .errors import HybridRematError
 from .graph import Graph
-from .interfaces import FormulationResult, accepts
+from .interfaces import FormulationResult, accepts, objectives_of
 from .plan import Plan, keep_all_plan, plan_from_order, rs_from_plan
 from .problem import Device, Problem, default_links
 from .simulate import simulate
@@ -111,12 +111,14 @@ def _training9() -> Graph:
     return generators.training_graph(fwd, name="training9")
 
 
-def standard_instances(*, multi_device: bool = True) -> list[Instance]:
+def standard_instances(*, multi_device: bool = True, makespan: bool = False) -> list[Instance]:
     """The battery's problems (small: at most 10 nodes each).
 
     Tight budgets are the smallest feasible ones (a node with its inputs);
     the witness plans that reach them were found by exhaustive search over
-    recomputation sets and are stored as compute sequences.
+    recomputation sets and are stored as compute sequences.  With
+    ``makespan`` the CPU+GPU problems come a second time with the makespan
+    objective (for objects that declare ``"makespan"``).
     """
     out = []
     ch = generators.chain(6, bytes=[3, 1, 4, 1, 5, 9], cost=[2.0, 7.0, 1.0, 8.0, 2.0, 8.0], name="chain6")
@@ -140,6 +142,10 @@ def standard_instances(*, multi_device: bool = True) -> list[Instance]:
         tight = Problem(g2, [Device("gpu", "gpu", tight_gpu), Device("cpu", "cpu", 4 * peak)], links, check=False)
         cpu_plan = keep_all_plan(g2, "cpu")
         out.append(Instance(f"{g2.name}/gpu+cpu@tight", tight, cpu_plan, False))
+        if makespan:
+            out += [Instance(f"{g2.name}/gpu+cpu@100%/makespan", full.with_objective("makespan"),
+                             keep_all_plan(g2, "gpu"), True),
+                    Instance(f"{g2.name}/gpu+cpu@tight/makespan", tight.with_objective("makespan"), cpu_plan, False)]
     for inst in out:  # the battery's own premise: every witness is valid
         r = simulate(inst.problem, inst.witness)
         assert r.valid, f"internal: witness of {inst.name} invalid: {r.error}"
@@ -162,7 +168,8 @@ def _check_plan(obj, inst: Instance, plan, what: str):
 
 
 def _select(obj, instances: Sequence[Instance] | None) -> tuple[list[Instance], list[tuple[str, str]]]:
-    insts = list(instances) if instances is not None else standard_instances()
+    insts = list(instances) if instances is not None else standard_instances(
+        makespan="makespan" in objectives_of(obj))
     chosen, skipped = [], []
     for inst in insts:
         ok, why = accepts(obj, inst.problem)

@@ -293,6 +293,6 @@ def test_lifted_makespan_plans_hold_their_budgets_over_time(name):
     from hybrid_remat.hetero.lift import LiftedSingleDevice
 
     p = _makespan_problem(name)
-    plan = LiftedSingleDevice(objective="makespan").run(p)
+    plan = LiftedSingleDevice().run(p)  # p.objective is makespan
     assert plan is not None
     _check_in_time(p, plan)
