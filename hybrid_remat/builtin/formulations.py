@@ -15,8 +15,15 @@ def hybrid_remat_register_formulations():
 
 @hookimpl
 def hybrid_remat_register_heuristics():
-    from ..exact.bounds import CutBoundSource
+    from ..exact.bounds import LegacyCutBoundSource
     from ..exact.primal import StagedEvict
     from ..heuristics.lp_rounding import LPRounding
 
-    return [StagedEvict(), LPRounding(), CutBoundSource()]
+    return [StagedEvict(), LPRounding(), LegacyCutBoundSource()]  # until anytime reads bounds()
+
+
+@hookimpl
+def hybrid_remat_register_bounds():
+    from ..exact.bounds import CutBoundSource
+
+    return [CutBoundSource()]
