@@ -41,16 +41,25 @@ from ..limits import Limits
 
 __all__ = ["StairPoint", "Staircase", "closure_staircase"]
 
+_FEASTOL = 1e-9
+
 
 @dataclass
 class StairPoint:
     """One Pareto point: bytes held, extra time, and the held set (``x``, a
-    bool mask over the block's nodes) with the recomputed set (``r``)."""
+    bool mask over the block's nodes) with the recomputed set (``r``).
+
+    For bounds: ``extra_bound`` (the model's optimum, at most ``extra``)
+    bounds the extra time of every held set of ``covers_from`` to ``query``
+    bytes (the next point covers less memory)."""
 
     held: int
     extra: float
     x: np.ndarray = field(repr=False)
     r: np.ndarray = field(repr=False)
+    query: int = 0
+    extra_bound: float = 0.0
+    covers_from: int = 0
 
 
 @dataclass
@@ -79,6 +88,7 @@ def _model(nodes, preds, needed, fixed, cost, size, limits, node_limit):
     m = Model("closure_block")
     m.hideOutput()
     m.setParam("lp/threads", 1)
+    m.setParam("numerics/feastol", _FEASTOL)
     m.setParam("limits/nodes", node_limit if limits.nodes is None else min(node_limit, limits.nodes))
     k = len(nodes)
     x = [m.addVar(vtype="B", lb=1.0 if fixed[i] else 0.0) for i in range(k)]
@@ -94,7 +104,7 @@ def _model(nodes, preds, needed, fixed, cost, size, limits, node_limit):
 
 
 def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: Limits | None = None,
-                      max_points: int = 64, node_limit: int = 10_000) -> Staircase:
+                      max_points: int = 64, node_limit: int = 10_000, resolution: float = 1 / 256) -> Staircase:
     """The exact ``(held, extra)`` Pareto front of the closure model.
 
     Parameters
@@ -112,6 +122,10 @@ def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: L
         Deadline and node limit; the front stops (incomplete) when reached.
     max_points : int
         Stop after this many points (incomplete).
+    resolution : float
+        Next point at least this fraction of the block's bytes below the
+        last (points in between are skipped; the front stays a valid lower
+        envelope through ``covers_from``).
     """
     limits = limits or Limits()
     k = len(nodes)
@@ -120,53 +134,63 @@ def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: L
     cost = np.asarray(cost, dtype=np.float64)
     size = np.asarray(size, dtype=np.int64)
     scale = float(cost.max()) if k and cost.max() > 0 else 1.0
+    unit = int(np.gcd.reduce(size[size > 0])) if (size > 0).any() else 1   # exact: sizes in units of their gcd
+    units = size // unit
     points: list = []
-    cap = int(size.sum())
+    cap = int(units.sum())
+    resolution_units = int(resolution * cap)
     complete = True
     solves = 0
-    while True:
-        if len(points) >= max_points or limits.expired():
-            complete = False
-            break
-        # min e  s.t.  h <= cap
-        m, x, r, held, extra = _model(nodes, preds, needed, fixed, cost / scale, size, limits, node_limit)
+
+    def solve(objective, bound_extra=None):
+        nonlocal solves
+        m, x, r, held, extra = _model(nodes, preds, needed, fixed, cost / scale, units, limits, node_limit)
         try:
             m.addCons(held <= cap)
-            m.setObjective(extra, "minimize")
+            if bound_extra is not None:
+                m.addCons(extra <= bound_extra)
+            m.setObjective(extra if objective == "extra" else held, "minimize")
             _time_limit(m, limits)
             m.optimize()
             solves += 1
             status = m.getStatus()
-            if status == "infeasible":
-                break
             if status != "optimal":
-                complete = False
-                break
-            e_best = m.getObjVal()
-        finally:
-            m.free()
-        # min h  s.t.  e <= e_best
-        m, x, r, held, extra = _model(nodes, preds, needed, fixed, cost / scale, size, limits, node_limit)
-        try:
-            m.addCons(extra <= e_best + 1e-9 * max(1.0, abs(e_best)))
-            m.addCons(held <= cap)
-            m.setObjective(held, "minimize")
-            _time_limit(m, limits)
-            m.optimize()
-            solves += 1
-            if m.getStatus() != "optimal":
-                complete = False
-                break
+                return status, None
             sol = m.getBestSol()
             xv = np.array([m.getSolVal(sol, v) > 0.5 for v in x], dtype=bool)
             rv = np.array([m.getSolVal(sol, v) > 0.5 for v in r], dtype=bool)
+            return status, (m.getObjVal(), xv, rv)
         finally:
             m.free()
-        h = int(size[xv].sum())
-        points.append(StairPoint(h, float(cost[rv].sum()), xv, rv))
-        cap = h - 1
+
+    while True:
+        if len(points) >= max_points or limits.expired():
+            complete = False
+            break
+        status, got = solve("extra")                     # min e  s.t.  h <= cap
+        if status == "infeasible":
+            break
+        if got is None:
+            complete = False
+            break
+        e_best, xv, rv = got
+        status, got2 = solve("held", e_best + 1e-7 * max(1.0, abs(e_best)))   # min h  s.t.  e <= e_best
+        if got2 is not None:
+            _, xv, rv = got2
+        h = int(units[xv].sum())
+        if points and h * unit >= points[-1].held:     # no progress (numerics): stop, the front is a prefix
+            complete = False
+            break
+        # e_best bounds the cost of every held set up to cap (SCIP's tolerances only lower it)
+        points.append(StairPoint(h * unit, float(cost[rv].sum()), xv, rv, query=cap * unit,
+                                 extra_bound=float(e_best) * scale))
+        cap = h - max(1, math.ceil(2 * _FEASTOL * h), resolution_units)
         if cap < 0:
             break
+    if points:
+        points[-1].covers_from = 0 if not complete else (cap + 1) * unit
+    for a, b in zip(points[:-1], points[1:], strict=False):
+        a.covers_from = b.query + unit
     return Staircase(points, complete, {"solves": solves})
 
 
