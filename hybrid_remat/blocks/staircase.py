@@ -14,8 +14,9 @@ it is needed) and ``r_v`` (``v`` is computed again):
 * memory held ``h = sum s_v x_v``, extra time ``e = sum c_v r_v``.
 
 :func:`closure_staircase` returns its exact Pareto front of ``(h, e)`` by the
-epsilon-constraint method: ``min e`` subject to ``h <= H``, then ``min h``
-subject to that ``e``, then ``H = h - 1``, until no ``x`` fits.  Each point
+epsilon-constraint method: ``min e`` subject to ``h <= H``, then ``H = h -
+1`` with ``h`` the held bytes of the solution (a point that costs no more
+than the previous one replaces it), until no ``x`` fits.  Each point
 carries its ``x``.  The models are tiny (two binaries per node of one
 block) and solved to optimality; a point whose model stops at a limit ends
 the front (``complete = False``).
@@ -41,7 +42,7 @@ from ..limits import Limits
 
 __all__ = ["StairPoint", "Staircase", "closure_staircase"]
 
-_FEASTOL = 1e-9
+_FEASTOL = 1e-8
 
 
 @dataclass
@@ -142,14 +143,13 @@ def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: L
     complete = True
     solves = 0
 
-    def solve(objective, bound_extra=None):
+    def solve():
+        """min e  s.t.  h <= cap: (status, (e, x, r) or None)."""
         nonlocal solves
         m, x, r, held, extra = _model(nodes, preds, needed, fixed, cost / scale, units, limits, node_limit)
         try:
             m.addCons(held <= cap)
-            if bound_extra is not None:
-                m.addCons(extra <= bound_extra)
-            m.setObjective(extra if objective == "extra" else held, "minimize")
+            m.setObjective(extra, "minimize")
             _time_limit(m, limits)
             m.optimize()
             solves += 1
@@ -167,22 +167,22 @@ def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: L
         if len(points) >= max_points or limits.expired():
             complete = False
             break
-        status, got = solve("extra")                     # min e  s.t.  h <= cap
+        status, got = solve()
         if status == "infeasible":
             break
         if got is None:
             complete = False
             break
         e_best, xv, rv = got
-        status, got2 = solve("held", e_best + 1e-7 * max(1.0, abs(e_best)))   # min h  s.t.  e <= e_best
-        if got2 is not None:
-            _, xv, rv = got2
         h = int(units[xv].sum())
         if points and h * unit >= points[-1].held:     # no progress (numerics): stop, the front is a prefix
             complete = False
             break
-        # e_best bounds the cost of every held set up to cap (SCIP's tolerances only lower it)
-        points.append(StairPoint(h * unit, float(cost[rv].sum()), xv, rv, query=cap * unit,
+        query = cap * unit
+        if points and e_best * scale <= points[-1].extra_bound * (1 + 1e-9):
+            query = points.pop().query       # as cheap with less memory: it replaces the last point
+        # e_best bounds the cost of every held set up to the query (SCIP's tolerances only lower it)
+        points.append(StairPoint(h * unit, float(cost[rv].sum()), xv, rv, query=query,
                                  extra_bound=float(e_best) * scale))
         cap = h - max(1, math.ceil(2 * _FEASTOL * h), resolution_units)
         if cap < 0:
