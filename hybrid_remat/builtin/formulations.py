@@ -7,10 +7,11 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def hybrid_remat_register_formulations():
+    from ..blocks import BlocksFormulation
     from ..exact.checkmate import CheckmateFormulation
     from ..exact.decompose import DecomposedFormulation
 
-    return [CheckmateFormulation(), DecomposedFormulation()]
+    return [CheckmateFormulation(), DecomposedFormulation(), BlocksFormulation()]
 
 
 @hookimpl
@@ -24,6 +25,7 @@ def hybrid_remat_register_heuristics():
 
 @hookimpl
 def hybrid_remat_register_bounds():
+    from ..blocks import BlockBoundSource
     from ..exact.bounds import CutBoundSource
 
-    return [CutBoundSource()]
+    return [CutBoundSource(), BlockBoundSource()]
