@@ -356,7 +356,11 @@ def solve_blocks(problem, *, limits: Limits | None = None, structure: BlockStruc
             break
         got = allocate(L, held, inside, extra, epi_inside, epi_extra, capacity, limits=limits)
         if got is None:
-            break
+            if rounds:
+                break
+            # the measured figures leave no room: try the least memory everywhere once
+            least = int(np.argmin(np.asarray(held) + np.asarray(inside)))
+            got = ({least: L}, int(np.argmin(epi_inside)) if epi_inside else None, [least])
         counts, epi, order = got
         options = _assign(counts, order)
         keep = keep_mask(problem.graph, bs, options, menus, epi)
