@@ -115,7 +115,8 @@ def _groups(problem, bs: BlockStructure, t: int, anc, items):
     return out
 
 
-def _cut_value(problem, bs, t, limits, stats):
+def _cut_value(problem, bs, t, limits, stats, rounds: int = 6):
+    """The block bound at cut ``t`` (``None`` when stopped before any front)."""
     from ..exact.bounds import cut_items
 
     g = problem.graph
@@ -124,30 +125,43 @@ def _cut_value(problem, bs, t, limits, stats):
     cap = int(problem.budgets[0]) - int(g.bytes[t])
     groups = _groups(problem, bs, t, anc, items)
     fronts = []
+    fixed_bytes = 0
     for count, nodes, preds, needed, fixed in groups.values():
-        if not needed.any():
-            continue  # nothing of this group must survive the cut: it holds its inputs of t only
+        if not needed.any():   # nothing of this group must survive the cut: it holds its inputs of t only
+            fixed_bytes += int(g.bytes[nodes][fixed].sum()) * count
+            continue
         st = closure_staircase(nodes, preds, needed=needed, fixed=fixed, cost=cost[nodes], size=g.bytes[nodes],
                                limits=limits, max_points=256)
         if not st.points:
-            return None  # stopped before any point: no bound from this cut
-        fronts.append((count, [(p.covers_from, p.extra_bound) for p in st.points], st.complete))
-    # groups with no needed value still hold t's inputs
-    fixed_bytes = sum(int(g.bytes[nodes][fixed].sum()) * count for count, nodes, _, needed, fixed in groups.values()
-                      if not needed.any())
-    stats.setdefault("cuts", []).append({"node": int(t), "groups": len(groups), "kinds": len(fronts)})
-    return _allocate_bound(fronts, cap - fixed_bytes, limits)
+            return None
+        fronts.append((count, st))
+    value, used = _allocate_bound([(c, st.bound_items()) for c, st in fronts], cap - fixed_bytes, limits)
+    done = 0
+    while done < rounds:
+        # points chosen by the integer program whose range below is still a coarse gap: solve them exactly
+        gaps = [(k, i) for k, i in used if fronts[k][1].points[i].covers_from < fronts[k][1].points[i].held]
+        if not gaps or limits.expired():
+            break
+        for k, i in sorted(gaps, key=lambda x: -x[1]):     # from the back: indices stay valid
+            fronts[k][1].refine(i, limits)
+        done += 1
+        value, used = _allocate_bound([(c, st.bound_items()) for c, st in fronts], cap - fixed_bytes, limits)
+    stats.setdefault("cuts", []).append({"node": int(t), "groups": len(groups), "kinds": len(fronts),
+                                         "refinements": done,
+                                         "solves": sum(st.stats.get("solves", 0) for _, st in fronts)})
+    return value
 
 
 def _allocate_bound(fronts, cap, limits):
-    """Dual bound of ``min sum cost`` choosing one point per group (counts per
-    kind) with ``sum memory <= cap``; ``inf`` when infeasible."""
+    """Dual bound of ``min sum cost`` choosing one item per group (counts per
+    kind) with ``sum memory <= cap`` (``inf`` when infeasible), and the items
+    of its best solution as ``(kind, item)`` pairs."""
     from pyscipopt import Model, quicksum
 
     if not fronts:
-        return 0.0
+        return 0.0, []
     if cap < 0:
-        return math.inf
+        return math.inf, []
     m = Model("block_bound")
     try:
         m.hideOutput()
@@ -155,18 +169,23 @@ def _allocate_bound(fronts, cap, limits):
         if math.isfinite(limits.left()):
             m.setParam("limits/time", max(0.01, limits.left()))
         m.setParam("limits/nodes", 100_000 if limits.nodes is None else limits.nodes)
-        scale = max([1e-30] + [abs(e) for _, pts, _ in fronts for _, e in pts])
-        mem = []
-        for count, pts, _ in fronts:
+        scale = max([1e-30] + [abs(e) for _, pts in fronts for _, e in pts])
+        mem, var = [], {}
+        for k, (count, pts) in enumerate(fronts):
             n = [m.addVar(vtype="I", lb=0, ub=count, obj=e / scale) for _, e in pts]
             m.addCons(quicksum(n) == count)
             mem += [(h, v) for (h, _), v in zip(pts, n, strict=True)]
+            var.update({(k, i): v for i, v in enumerate(n)})
         m.addCons(quicksum(float(h) * v for h, v in mem) <= float(cap))
         m.optimize()
         if m.getStatus() == "infeasible":
-            return math.inf
+            return math.inf, []
         db = m.getDualbound()
-        return max(0.0, float(db) * scale) if abs(db) < 1e19 else 0.0
+        used = []
+        if m.getNSols():
+            sol = m.getBestSol()
+            used = [key for key, v in var.items() if m.getSolVal(sol, v) > 0.5]
+        return (max(0.0, float(db) * scale) if abs(db) < 1e19 else 0.0), used
     finally:
         m.free()
 

@@ -68,11 +68,13 @@ class Staircase:
     """The Pareto front of a closure model, most memory first.
 
     ``complete``: every point was proved optimal and the front ends where no
-    held set fits (below the last point's memory nothing is feasible)."""
+    held set fits.  Points skipped by a coarse resolution leave *gaps*
+    (``covers_from < held``); :meth:`refine` fills a gap exactly."""
 
     points: list
     complete: bool
     stats: dict = field(default_factory=dict)
+    builder: object = field(default=None, repr=False)
 
     def extra_at(self, held: float) -> float:
         """Least extra time with at most ``held`` bytes held (``inf`` below the front)."""
@@ -81,6 +83,15 @@ class Staircase:
             if p.held <= held:
                 best = min(best, p.extra)
         return best
+
+    def bound_items(self) -> list:
+        """``[(memory, extra)]``: every held set of the model has, for some
+        item, at least ``memory`` bytes and at least ``extra`` time."""
+        return [(p.covers_from, p.extra_bound) for p in self.points]
+
+    def refine(self, i: int, limits: Limits | None = None) -> bool:
+        """Fill the gap below point ``i`` with exact points; True when done."""
+        return self.builder.refine(self, i, limits or Limits())
 
 
 def _model(nodes, preds, needed, fixed, cost, size, limits, node_limit):
@@ -104,6 +115,99 @@ def _model(nodes, preds, needed, fixed, cost, size, limits, node_limit):
     return m, x, r, held, extra
 
 
+class _Builder:
+    """The epsilon-constraint loop over one closure model, resumable."""
+
+    def __init__(self, nodes, preds, needed, fixed, cost, size, node_limit, max_points):
+        k = len(nodes)
+        self.nodes, self.preds = nodes, preds
+        self.fixed = np.zeros(k, dtype=bool) if fixed is None else np.asarray(fixed, dtype=bool)
+        self.needed = np.asarray(needed, dtype=bool)
+        self.cost = np.asarray(cost, dtype=np.float64)
+        size = np.asarray(size, dtype=np.int64)
+        self.scale = float(self.cost.max()) if k and self.cost.max() > 0 else 1.0
+        self.unit = int(np.gcd.reduce(size[size > 0])) if (size > 0).any() else 1   # exact: units of the gcd
+        self.units = size // self.unit
+        self.node_limit, self.max_points = node_limit, max_points
+        self.solves = 0
+
+    def solve(self, cap, limits):
+        """min e  s.t.  h <= cap (units): (status, (e, x, r) or None)."""
+        m, x, r, held, extra = _model(self.nodes, self.preds, self.needed, self.fixed, self.cost / self.scale,
+                                      self.units, limits, self.node_limit)
+        try:
+            m.addCons(held <= cap)
+            m.setObjective(extra, "minimize")
+            left = limits.left()
+            if math.isfinite(left):
+                m.setParam("limits/time", max(0.01, left))
+            m.optimize()
+            self.solves += 1
+            status = m.getStatus()
+            if status != "optimal":
+                return status, None
+            sol = m.getBestSol()
+            xv = np.array([m.getSolVal(sol, v) > 0.5 for v in x], dtype=bool)
+            rv = np.array([m.getSolVal(sol, v) > 0.5 for v in r], dtype=bool)
+            return status, (m.getObjVal(), xv, rv)
+        finally:
+            m.free()
+
+    def walk(self, cap, stop_below, step, limits, budget):
+        """Points from ``cap`` down (units) until ``stop_below``: ``(points,
+        ended)`` with ``ended`` "infeasible" (nothing fits at the last cap),
+        "reached" or "stopped" (limits, point budget, numerics)."""
+        unit = self.unit
+        pts: list = []
+        while True:
+            if cap < stop_below:
+                return pts, "reached", cap
+            if len(pts) >= budget or limits.expired():
+                return pts, "stopped", cap
+            status, got = self.solve(cap, limits)
+            if status == "infeasible":
+                return pts, "infeasible", cap
+            if got is None:
+                return pts, "stopped", cap
+            e_best, xv, rv = got
+            h = int(self.units[xv].sum())
+            if pts and h * unit >= pts[-1].held:   # no progress (numerics)
+                return pts, "stopped", cap
+            query = cap * unit
+            if pts and e_best * self.scale <= pts[-1].extra_bound * (1 + 1e-9):
+                query = pts.pop().query            # as cheap with less memory: it replaces the last point
+            # e_best is the least extra time of every held set up to the query (SCIP's tolerances only lower it)
+            pts.append(StairPoint(h * unit, float(self.cost[rv].sum()), xv, rv, query=query,
+                                  extra_bound=float(e_best) * self.scale))
+            cap = h - max(1, math.ceil(2 * _FEASTOL * h), step)
+
+    def covers(self, st: Staircase, floor_units) -> None:
+        unit = self.unit
+        for a, b in zip(st.points[:-1], st.points[1:], strict=False):
+            a.covers_from = b.query + unit
+        if st.points:
+            st.points[-1].covers_from = 0 if floor_units is None else (floor_units + 1) * unit
+
+    def refine(self, st: Staircase, i: int, limits) -> bool:
+        p = st.points[i]
+        lo = p.covers_from // self.unit
+        hi = p.held // self.unit - 1
+        if hi < lo:
+            return True
+        pts, ended, cap = self.walk(hi, lo, 1, limits, self.max_points)
+        if i + 1 == len(st.points):            # below the last point: the floor may move
+            floor = cap if ended == "infeasible" else (None if ended == "stopped" else st.stats.get("floor"))
+            st.stats["floor"] = floor
+            if ended == "stopped":
+                st.complete = False
+        else:
+            floor = st.stats.get("floor")
+        st.points[i + 1:i + 1] = [q for q in pts if q.held < p.held]
+        self.covers(st, floor)
+        st.stats["solves"] = self.solves
+        return ended != "stopped"
+
+
 def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: Limits | None = None,
                       max_points: int = 64, node_limit: int = 10_000, resolution: float = 1 / 256) -> Staircase:
     """The exact ``(held, extra)`` Pareto front of the closure model.
@@ -125,76 +229,15 @@ def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: L
         Stop after this many points (incomplete).
     resolution : float
         Next point at least this fraction of the block's bytes below the
-        last (points in between are skipped; the front stays a valid lower
-        envelope through ``covers_from``).
+        last (points in between are skipped: *gaps*, which the front covers
+        with the cost of the point above, a valid lower envelope; see
+        :meth:`Staircase.refine`).
     """
     limits = limits or Limits()
-    k = len(nodes)
-    fixed = np.zeros(k, dtype=bool) if fixed is None else np.asarray(fixed, dtype=bool)
-    needed = np.asarray(needed, dtype=bool)
-    cost = np.asarray(cost, dtype=np.float64)
-    size = np.asarray(size, dtype=np.int64)
-    scale = float(cost.max()) if k and cost.max() > 0 else 1.0
-    unit = int(np.gcd.reduce(size[size > 0])) if (size > 0).any() else 1   # exact: sizes in units of their gcd
-    units = size // unit
-    points: list = []
-    cap = int(units.sum())
-    resolution_units = int(resolution * cap)
-    complete = True
-    solves = 0
-
-    def solve():
-        """min e  s.t.  h <= cap: (status, (e, x, r) or None)."""
-        nonlocal solves
-        m, x, r, held, extra = _model(nodes, preds, needed, fixed, cost / scale, units, limits, node_limit)
-        try:
-            m.addCons(held <= cap)
-            m.setObjective(extra, "minimize")
-            _time_limit(m, limits)
-            m.optimize()
-            solves += 1
-            status = m.getStatus()
-            if status != "optimal":
-                return status, None
-            sol = m.getBestSol()
-            xv = np.array([m.getSolVal(sol, v) > 0.5 for v in x], dtype=bool)
-            rv = np.array([m.getSolVal(sol, v) > 0.5 for v in r], dtype=bool)
-            return status, (m.getObjVal(), xv, rv)
-        finally:
-            m.free()
-
-    while True:
-        if len(points) >= max_points or limits.expired():
-            complete = False
-            break
-        status, got = solve()
-        if status == "infeasible":
-            break
-        if got is None:
-            complete = False
-            break
-        e_best, xv, rv = got
-        h = int(units[xv].sum())
-        if points and h * unit >= points[-1].held:     # no progress (numerics): stop, the front is a prefix
-            complete = False
-            break
-        query = cap * unit
-        if points and e_best * scale <= points[-1].extra_bound * (1 + 1e-9):
-            query = points.pop().query       # as cheap with less memory: it replaces the last point
-        # e_best bounds the cost of every held set up to the query (SCIP's tolerances only lower it)
-        points.append(StairPoint(h * unit, float(cost[rv].sum()), xv, rv, query=query,
-                                 extra_bound=float(e_best) * scale))
-        cap = h - max(1, math.ceil(2 * _FEASTOL * h), resolution_units)
-        if cap < 0:
-            break
-    if points:
-        points[-1].covers_from = 0 if not complete else (cap + 1) * unit
-    for a, b in zip(points[:-1], points[1:], strict=False):
-        a.covers_from = b.query + unit
-    return Staircase(points, complete, {"solves": solves})
-
-
-def _time_limit(m, limits) -> None:
-    left = limits.left()
-    if math.isfinite(left):
-        m.setParam("limits/time", max(0.01, left))
+    b = _Builder(nodes, preds, needed, fixed, cost, size, node_limit, max_points)
+    total = int(b.units.sum())
+    pts, ended, cap = b.walk(total, 0, int(resolution * total), limits, max_points)
+    floor = cap if ended == "infeasible" else None
+    st = Staircase(pts, ended != "stopped", {"solves": b.solves, "floor": floor}, b)
+    b.covers(st, floor)
+    return st
