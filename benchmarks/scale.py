@@ -25,6 +25,7 @@ Usage::
     python3 -m benchmarks.scale                      # 16 rows of 60 s: about 25 minutes
     python3 -m benchmarks.scale --quick              # 32 layers, 10 s
     python3 -m benchmarks.scale --components         # bounds and the block solver alone
+    python3 -m benchmarks.scale --components --lns   # ... and the heuristics + lns for comparison
 """
 
 from __future__ import annotations
@@ -100,9 +101,35 @@ def run_row(layers: int, fraction: float, limit: float, workers) -> dict:
     }
 
 
-def run_components(layers: int, fraction: float, limit: float) -> dict:
+def run_lns(p, seconds: float) -> dict:
+    """The best of the ``split`` and ``local_search`` heuristics, then ``lns``
+    from it for ``seconds`` (the portfolio's search without bounds)."""
+    from hybrid_remat import plugins
+    from hybrid_remat.simulate import simulate
+
+    t0 = time.perf_counter()
+    best, best_t = None, math.inf
+    for name in ("split", "local_search"):
+        plan = plugins.heuristics()[name].run(p)
+        sim = simulate(p, plan) if plan is not None else None
+        if sim is not None and sim.valid and sim.total_time < best_t:
+            best, best_t = plan, sim.total_time
+    heur_s = time.perf_counter() - t0
+    base = p.base_cost
+    out = {"heur_tdi": (best_t - base) / base * 100 if best is not None else None, "heur_s": heur_s}
+    if best is None:
+        return out
+    t0 = time.perf_counter()
+    r = plugins.formulations()["lns"].solve(p, incumbent=best, time_limit=seconds)
+    sim = simulate(p, r.plan) if r.plan is not None else None
+    out.update(lns_s=time.perf_counter() - t0, lns_tdi=sim.tdi_pct if sim is not None and sim.valid else None)
+    return out
+
+
+def run_components(layers: int, fraction: float, limit: float, lns: bool = False) -> dict:
     """The cut bound (a tenth of the limit), the block solver and the block
-    bound (the rest), each within its own limits; all plans simulated."""
+    bound (the rest), each within its own limits; all plans simulated.  With
+    ``lns``: the heuristics and ``lns`` for the block solver's share too."""
     from hybrid_remat.blocks import block_lower_bound, detect_blocks, solve_blocks
     from hybrid_remat.exact.bounds import cut_lower_bound
     from hybrid_remat.limits import Limits
@@ -131,6 +158,8 @@ def run_components(layers: int, fraction: float, limit: float) -> dict:
     row.update(block_bound_s=time.perf_counter() - t0, block_bound_tdi=bb.extra / base * 100)
     lb = max(cb.value, bb.value)
     row["gap_pct"] = (r.objective - lb) / r.objective * 100 if r.plan is not None else None
+    if lns:
+        row.update(run_lns(p, 0.6 * limit))
     row["rss_mib"] = _rss_mib()[0]
     return row
 
@@ -160,7 +189,7 @@ def write_main(rows: list, path: pathlib.Path) -> None:
 
 def write_components(rows: list, path: pathlib.Path) -> None:
     head = ("| layers | nodes | budget | build s | cut bound s | cut TDI % (method, cuts) | blocks s | blocks plan TDI % "
-            "| block bound s | block bound TDI % | gap % | peak RSS MiB |")
+            "| block bound s | block bound TDI % | gap % | heuristics TDI % | lns TDI % (s) | peak RSS MiB |")
     lines = ["# Bounds and the block solver at scale (`python3 -m benchmarks.scale --components`)", "",
              "Cut bound with a tenth of the limit, block solver 60 %, block bound 30 %; gap = (blocks plan - best "
              "bound) / blocks plan; every plan checked by the simulator.", "", head,
@@ -169,7 +198,8 @@ def write_components(rows: list, path: pathlib.Path) -> None:
         lines.append(f"| {r['layers']} | {r['nodes']} | {r['fraction']:.0%} | {r['load_s']:.1f} | {r['cut_s']:.2f} | "
                      f"{r['cut_tdi']:.3f} ({r['cut_method']}, {r['cut_examined']}) | {r['blocks_s']:.2f} | "
                      f"{_fmt(r['blocks_tdi'], '.3f')} | {r['block_bound_s']:.2f} | {r['block_bound_tdi']:.3f} | "
-                     f"{_fmt(r['gap_pct'], '.3f')} | {r['rss_mib']:.0f} |")
+                     f"{_fmt(r['gap_pct'], '.3f')} | {_fmt(r.get('heur_tdi'), '.3f')} | "
+                     f"{_fmt(r.get('lns_tdi'), '.3f')} ({_fmt(r.get('lns_s'), '.0f')}) | {r['rss_mib']:.0f} |")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -181,11 +211,12 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", default="1,all")
     ap.add_argument("--quick", action="store_true", help="32 layers, 10 s")
     ap.add_argument("--components", action="store_true", help="bounds and the block solver alone")
+    ap.add_argument("--lns", action="store_true", help="with --components: also split/local_search + lns")
     ap.add_argument("--row", default=None, help=argparse.SUPPRESS)   # internal: one row, JSON on stdout
     args = ap.parse_args(argv)
     if args.row:
         kind, layers, frac, limit, workers = args.row.split(":")
-        row = (run_components(int(layers), float(frac), float(limit)) if kind == "c" else
+        row = (run_components(int(layers), float(frac), float(limit), lns=workers == "lns") if kind == "c" else
                run_row(int(layers), float(frac), float(limit), workers))
         print("ROW " + json.dumps(row))
         return 0
@@ -195,7 +226,7 @@ def main(argv=None) -> int:
         default = "19,32,80,200,250,750" if args.components else "32,80,200,750"
         layers, limit = [int(x) for x in (args.layers or default).split(",")], args.limit
     fractions = [float(x) for x in args.fractions.split(",")]
-    workers = ["-"] if args.components else args.workers.split(",")
+    workers = (["lns" if args.lns else "-"]) if args.components else args.workers.split(",")
     rows = []
     for L in layers:
         for f in fractions:

@@ -131,21 +131,30 @@ def _cut_value(problem, bs, t, limits, stats, rounds: int = 6):
             fixed_bytes += int(g.bytes[nodes][fixed].sum()) * count
             continue
         st = closure_staircase(nodes, preds, needed=needed, fixed=fixed, cost=cost[nodes], size=g.bytes[nodes],
-                               limits=limits, max_points=256)
-        if not st.points:
-            return None
+                               limits=limits, max_points=256, keep_open=True)
         fronts.append((count, st))
-    value, used = _allocate_bound([(c, st.bound_items()) for c, st in fronts], cap - fixed_bytes, limits)
-    done = 0
-    while done < rounds:
-        # points chosen by the integer program whose range below is still a coarse gap: solve them exactly
-        gaps = [(k, i) for k, i in used if fronts[k][1].points[i].covers_from < fronts[k][1].points[i].held]
-        if not gaps or limits.expired():
+        if not st.points:
             break
-        for k, i in sorted(gaps, key=lambda x: -x[1]):     # from the back: indices stay valid
-            fronts[k][1].refine(i, limits)
-        done += 1
+    try:
+        if not fronts or not all(st.points for _, st in fronts):
+            return None
         value, used = _allocate_bound([(c, st.bound_items()) for c, st in fronts], cap - fixed_bytes, limits)
+        done = 0
+        while done < rounds:
+            # points chosen by the integer program whose range below is a coarse gap: solve them exactly
+            gaps = [(k, i) for k, i in used if fronts[k][1].points[i].covers_from < fronts[k][1].points[i].held]
+            if not gaps or limits.expired():
+                break
+            for k, i in sorted(gaps, key=lambda x: -x[1]):     # from the back: indices stay valid
+                fronts[k][1].refine(i, limits)
+            done += 1
+            if limits.expired():
+                break
+            again, used = _allocate_bound([(c, st.bound_items()) for c, st in fronts], cap - fixed_bytes, limits)
+            value = max(value, again)          # every round's dual bound is valid
+    finally:
+        for _, st in fronts:
+            st.close()
     stats.setdefault("cuts", []).append({"node": int(t), "groups": len(groups), "kinds": len(fronts),
                                          "refinements": done,
                                          "solves": sum(st.stats.get("solves", 0) for _, st in fronts)})

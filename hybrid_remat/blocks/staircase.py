@@ -90,8 +90,14 @@ class Staircase:
         return [(p.covers_from, p.extra_bound) for p in self.points]
 
     def refine(self, i: int, limits: Limits | None = None) -> bool:
-        """Fill the gap below point ``i`` with exact points; True when done."""
+        """Fill the gap below point ``i`` with exact points; True when done
+        (needs ``keep_open=True``, then :meth:`close`)."""
         return self.builder.refine(self, i, limits or Limits())
+
+    def close(self) -> None:
+        """Free the SCIP model kept for :meth:`refine`."""
+        if self.builder is not None:
+            self.builder.close()
 
 
 def _model(nodes, preds, needed, fixed, cost, size, limits, node_limit):
@@ -130,28 +136,36 @@ class _Builder:
         self.units = size // self.unit
         self.node_limit, self.max_points = node_limit, max_points
         self.solves = 0
+        self.model = None
 
     def solve(self, cap, limits):
-        """min e  s.t.  h <= cap (units): (status, (e, x, r) or None)."""
-        m, x, r, held, extra = _model(self.nodes, self.preds, self.needed, self.fixed, self.cost / self.scale,
-                                      self.units, limits, self.node_limit)
-        try:
-            m.addCons(held <= cap)
+        """min e  s.t.  h <= cap (units): (status, (e, x, r) or None).  One
+        SCIP model serves every cap (its right-hand side changes)."""
+        if self.model is None:
+            m, x, r, held, extra = _model(self.nodes, self.preds, self.needed, self.fixed, self.cost / self.scale,
+                                          self.units, limits, self.node_limit)
+            self.cap_row = m.addCons(held <= cap)
             m.setObjective(extra, "minimize")
-            left = limits.left()
-            if math.isfinite(left):
-                m.setParam("limits/time", max(0.01, left))
-            m.optimize()
-            self.solves += 1
-            status = m.getStatus()
-            if status != "optimal":
-                return status, None
-            sol = m.getBestSol()
-            xv = np.array([m.getSolVal(sol, v) > 0.5 for v in x], dtype=bool)
-            rv = np.array([m.getSolVal(sol, v) > 0.5 for v in r], dtype=bool)
-            return status, (m.getObjVal(), xv, rv)
-        finally:
-            m.free()
+            self.model, self.x, self.r = m, x, r
+        m = self.model
+        m.freeTransform()
+        m.chgRhs(self.cap_row, float(cap))
+        left = limits.left()
+        m.setParam("limits/time", max(0.01, left) if math.isfinite(left) else 1e20)
+        m.optimize()
+        self.solves += 1
+        status = m.getStatus()
+        if status != "optimal":
+            return status, None
+        sol = m.getBestSol()
+        xv = np.array([m.getSolVal(sol, v) > 0.5 for v in self.x], dtype=bool)
+        rv = np.array([m.getSolVal(sol, v) > 0.5 for v in self.r], dtype=bool)
+        return status, (m.getObjVal(), xv, rv)
+
+    def close(self) -> None:
+        if self.model is not None:
+            self.model.free()
+            self.model = None
 
     def walk(self, cap, stop_below, step, limits, budget):
         """Points from ``cap`` down (units) until ``stop_below``: ``(points,
@@ -209,7 +223,8 @@ class _Builder:
 
 
 def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: Limits | None = None,
-                      max_points: int = 64, node_limit: int = 10_000, resolution: float = 1 / 256) -> Staircase:
+                      max_points: int = 64, node_limit: int = 10_000, resolution: float = 1 / 256,
+                      keep_open: bool = False) -> Staircase:
     """The exact ``(held, extra)`` Pareto front of the closure model.
 
     Parameters
@@ -232,6 +247,9 @@ def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: L
         last (points in between are skipped: *gaps*, which the front covers
         with the cost of the point above, a valid lower envelope; see
         :meth:`Staircase.refine`).
+    keep_open : bool
+        Keep the SCIP model for :meth:`Staircase.refine` (then call
+        :meth:`Staircase.close`); default: freed before returning.
     """
     limits = limits or Limits()
     b = _Builder(nodes, preds, needed, fixed, cost, size, node_limit, max_points)
@@ -240,4 +258,6 @@ def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: L
     floor = cap if ended == "infeasible" else None
     st = Staircase(pts, ended != "stopped", {"solves": b.solves, "floor": floor}, b)
     b.covers(st, floor)
+    if not keep_open:
+        b.close()
     return st
