@@ -115,7 +115,7 @@ def _groups(problem, bs: BlockStructure, t: int, anc, items):
     return out
 
 
-def _cut_value(problem, bs, t, limits, stats, rounds: int = 6):
+def _cut_value(problem, bs, t, limits, stats, rounds: int = 12):
     """The block bound at cut ``t`` (``None`` when stopped before any front)."""
     from ..exact.bounds import cut_items
 
@@ -131,7 +131,7 @@ def _cut_value(problem, bs, t, limits, stats, rounds: int = 6):
             fixed_bytes += int(g.bytes[nodes][fixed].sum()) * count
             continue
         st = closure_staircase(nodes, preds, needed=needed, fixed=fixed, cost=cost[nodes], size=g.bytes[nodes],
-                               limits=limits, max_points=256, keep_open=True)
+                               limits=limits, max_points=256, keep_open=True, resolution=1 / 64)
         fronts.append((count, st))
         if not st.points:
             break

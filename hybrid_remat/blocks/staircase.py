@@ -90,8 +90,10 @@ class Staircase:
         return [(p.covers_from, p.extra_bound) for p in self.points]
 
     def refine(self, i: int, limits: Limits | None = None) -> bool:
-        """Fill the gap below point ``i`` with exact points; True when done
-        (needs ``keep_open=True``, then :meth:`close`)."""
+        """Points in the gap below point ``i``, at a sixteenth of the gap
+        (smaller gaps remain; refine them again to reach the exact front);
+        False when stopped by ``limits``.  Needs ``keep_open=True``, then
+        :meth:`close`."""
         return self.builder.refine(self, i, limits or Limits())
 
     def close(self) -> None:
@@ -202,13 +204,14 @@ class _Builder:
         if st.points:
             st.points[-1].covers_from = 0 if floor_units is None else (floor_units + 1) * unit
 
-    def refine(self, st: Staircase, i: int, limits) -> bool:
+    def refine(self, st: Staircase, i: int, limits, parts: int = 16) -> bool:
         p = st.points[i]
         lo = p.covers_from // self.unit
         hi = p.held // self.unit - 1
         if hi < lo:
             return True
-        pts, ended, cap = self.walk(hi, lo, 1, limits, self.max_points)
+        # a finer staircase over the gap (a sixteenth of it per step): gaps left are refined on demand
+        pts, ended, cap = self.walk(hi, lo, (hi - lo + 1) // parts, limits, self.max_points)
         if i + 1 == len(st.points):            # below the last point: the floor may move
             floor = cap if ended == "infeasible" else (None if ended == "stopped" else st.stats.get("floor"))
             st.stats["floor"] = floor
