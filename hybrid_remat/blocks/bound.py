@@ -66,7 +66,7 @@ from ..limits import Limits, now
 from .detect import BlockStructure, detect_blocks
 from .staircase import closure_staircase
 
-__all__ = ["BlockBound", "block_lower_bound", "BlockBoundSource"]
+__all__ = ["BlockBound", "block_lower_bound", "BlockBoundSource", "blocks_applicable"]
 
 
 @dataclass
@@ -165,19 +165,16 @@ def _allocate_bound(fronts, cap, limits):
     """Dual bound of ``min sum cost`` choosing one item per group (counts per
     kind) with ``sum memory <= cap`` (``inf`` when infeasible), and the items
     of its best solution as ``(kind, item)`` pairs."""
-    from pyscipopt import Model, quicksum
+    from pyscipopt import quicksum
+
+    from ..exact.bounds import scip_model
 
     if not fronts:
         return 0.0, []
     if cap < 0:
         return math.inf, []
-    m = Model("block_bound")
+    m = scip_model("block_bound", 100_000, limits)
     try:
-        m.hideOutput()
-        m.setParam("lp/threads", 1)
-        if math.isfinite(limits.left()):
-            m.setParam("limits/time", max(0.01, limits.left()))
-        m.setParam("limits/nodes", 100_000 if limits.nodes is None else limits.nodes)
         scale = max([1e-30] + [abs(e) for _, pts in fronts for _, e in pts])
         mem, var = [], {}
         for k, (count, pts) in enumerate(fronts):
@@ -230,6 +227,19 @@ def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts:
     return BlockBound(base + best, best, best_t, stats)
 
 
+def blocks_applicable(problem) -> tuple[bool, str]:
+    """Single device, serial objective, at least two repeated blocks."""
+    from ..exact.bounds import serial_single_device
+
+    ok, why = serial_single_device(problem)
+    if not ok:
+        return ok, why
+    bs = detect_blocks(problem.graph)
+    if bs is None or bs.n_blocks < 2:
+        return False, "no repeated blocks"
+    return True, ""
+
+
 class BlockBoundSource(Bound):
     """The block bound as a registered :class:`~hybrid_remat.interfaces.Bound`
     (``block_bound``, scope: every plan); applicable to graphs with
@@ -242,13 +252,7 @@ class BlockBoundSource(Bound):
     bound_scope = ALL_PLANS
 
     def applicable(self, problem) -> tuple[bool, str]:
-        if not problem.is_single_device:
-            return False, "single device only"
-        if problem.objective.name != "serial":
-            return False, "bounds serial time only"
-        if detect_blocks(problem.graph) is None:
-            return False, "no repeated blocks"
-        return True, ""
+        return blocks_applicable(problem)
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
         bb = block_lower_bound(problem, limits=limits)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
-from .bound import block_lower_bound
+from .bound import block_lower_bound, blocks_applicable
 from .detect import detect_blocks
 from .solver import solve_blocks
 
@@ -46,14 +46,7 @@ class BlocksFormulation(Formulation):
     bound_scope = ALL_PLANS
 
     def applicable(self, problem) -> tuple[bool, str]:
-        if not problem.is_single_device:
-            return False, "single device only"
-        if problem.objective.name != "serial":
-            return False, "serial time only"
-        bs = detect_blocks(problem.graph)
-        if bs is None or bs.n_blocks < 2:
-            return False, "no repeated blocks"
-        return True, ""
+        return blocks_applicable(problem)
 
     def predict_seconds(self, problem) -> float:
         """About 3 s of SCIP (the staircases, independent of depth) and a few

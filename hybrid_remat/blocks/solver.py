@@ -274,19 +274,17 @@ def allocate(L: int, held, inside, extra, epi_inside, epi_extra, capacity: float
     Returns ``(counts, epilogue_option, order)`` with ``order`` the options
     in the order blocks take them (decreasing ``inside - held``), or ``None``
     when nothing fits."""
-    from pyscipopt import Model, quicksum
+    from pyscipopt import quicksum
+
+    from ..exact.bounds import scip_model
 
     limits = limits or Limits()
     held = np.asarray(held, dtype=np.float64)
     inside = np.asarray(inside, dtype=np.float64)
     order = np.argsort(-(inside - held), kind="stable")
     unit = max(1.0, capacity / 1e6)
-    m = Model("blocks_allocate")
+    m = scip_model("blocks_allocate", 1_000_000, limits)
     try:
-        m.hideOutput()
-        m.setParam("lp/threads", 1)
-        if math.isfinite(limits.left()):
-            m.setParam("limits/time", max(0.01, limits.left()))
         escale = max([1e-30, *np.abs(extra).tolist(), *np.abs(epi_extra).tolist()])
         n = {o: m.addVar(vtype="I", lb=0, ub=L, obj=float(extra[o]) / escale) for o in order.tolist()}
         y = {o: m.addVar(vtype="B") for o in order.tolist()}

@@ -103,13 +103,12 @@ class Staircase:
 
 
 def _model(nodes, preds, needed, fixed, cost, size, limits, node_limit):
-    from pyscipopt import Model, quicksum
+    from pyscipopt import quicksum
 
-    m = Model("closure_block")
-    m.hideOutput()
-    m.setParam("lp/threads", 1)
+    from ..exact.bounds import scip_model
+
+    m = scip_model("closure_block", node_limit, limits)
     m.setParam("numerics/feastol", _FEASTOL)
-    m.setParam("limits/nodes", node_limit if limits.nodes is None else min(node_limit, limits.nodes))
     k = len(nodes)
     x = [m.addVar(vtype="B", lb=1.0 if fixed[i] else 0.0) for i in range(k)]
     r = [m.addVar(vtype="B") for _ in range(k)]

@@ -52,8 +52,8 @@ from ..interfaces import ALL_PLANS, Bound, BoundResult
 from ..limits import Limits
 
 __all__ = [
-    "CutBound", "CutBoundSource", "cut_lower_bound", "partition_lower_bound", "ancestor_matrix", "cut_items",
-    "reach",
+    "CutBound", "CutBoundSource", "LegacyCutBoundSource", "cut_lower_bound", "partition_lower_bound",
+    "ancestor_matrix", "cut_items", "reach", "scip_model", "serial_single_device",
 ]
 
 #: kernel steps per second of :func:`_cut_lp_kernel` (measured ~1.5e8 on the 2-core machine; conservative)
@@ -293,7 +293,12 @@ def _cover_lp(cost, size, need) -> float:
     return float(c[order[:k]].sum() + c[order[k]] * (need - before) / s[order[k]])
 
 
-def _scip_model(name, node_limit, limits):
+def scip_model(name: str, node_limit: int, limits: Limits):
+    """A quiet one-thread SCIP model with the node limit (the smaller of
+    ``node_limit`` and ``limits.nodes``) and the time ``limits`` leave.
+
+    A thin local helper until the shared SCIP layer (``exact/_scip.py``) lands.
+    """
     from pyscipopt import Model
 
     m = Model(name)
@@ -313,7 +318,7 @@ def _cover_exact(cost, size, need, node_limit: int = 2_000, limits=None) -> floa
     if need <= 0:
         return 0.0
     ok = np.flatnonzero(size > 0)
-    m = _scip_model("cover", node_limit, limits or Limits())
+    m = scip_model("cover", node_limit, limits or Limits())
     try:
         x = [m.addVar(vtype="B", obj=float(cost[i])) for i in ok]
         m.addCons(quicksum(float(size[i]) * xi for i, xi in zip(ok, x, strict=True)) >= float(need))
@@ -334,7 +339,7 @@ def _closure_bound(graph, t, anc, needed, cost, size, budget, node_limit: int = 
     from pyscipopt import quicksum
 
     nodes = np.flatnonzero(anc).tolist()
-    m = _scip_model("closure", node_limit, limits or Limits())
+    m = scip_model("closure", node_limit, limits or Limits())
     try:
         preds_t = set(graph.preds(t).tolist())
         x = {v: m.addVar(vtype="B", lb=1.0 if v in preds_t else 0.0) for v in nodes}
@@ -522,6 +527,16 @@ def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True, limi
     return CutBound(base + extra, extra, best_t, method, per_node, examined, stats)
 
 
+def serial_single_device(problem) -> tuple[bool, str]:
+    """``(True, "")`` for a single-device problem with the serial objective
+    (what the cut and block bounds cover), else ``(False, why)``."""
+    if not problem.is_single_device:
+        return False, "single device only"
+    if problem.objective.name != "serial":
+        return False, "serial time only"
+    return True, ""
+
+
 def partition_lower_bound(problem, parts, *, exact_nodes: int = 2, limits: Limits | None = None
                           ) -> tuple[float, list[float]]:
     """A bound for the whole from the parts of a partition of the nodes.
@@ -599,11 +614,7 @@ class CutBoundSource(Bound):
     bound_scope = ALL_PLANS
 
     def applicable(self, problem) -> tuple[bool, str]:
-        if not problem.is_single_device:
-            return False, "single device only"
-        if problem.objective.name != "serial":
-            return False, "bounds serial time only"
-        return True, ""
+        return serial_single_device(problem)
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
         cb = cut_lower_bound(problem, limits=limits)
