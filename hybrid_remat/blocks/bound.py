@@ -66,7 +66,7 @@ from ..limits import Limits, now
 from .detect import BlockStructure, detect_blocks
 from .staircase import closure_staircase
 
-__all__ = ["BlockBound", "block_lower_bound", "BlockBoundSource", "blocks_applicable"]
+__all__ = ["BlockBound", "block_lower_bound", "BlockBoundSource", "blocks_applicable", "RemembersBlocks"]
 
 
 @dataclass
@@ -227,20 +227,39 @@ def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts:
     return BlockBound(base + best, best, best_t, stats)
 
 
-def blocks_applicable(problem) -> tuple[bool, str]:
-    """Single device, serial objective, at least two repeated blocks."""
+def blocks_applicable(problem, structure: BlockStructure | None = None) -> tuple[bool, str]:
+    """Single device, serial objective, at least two repeated blocks
+    (``structure``: the graph's, when already detected)."""
     from ..exact.bounds import serial_single_device
 
     ok, why = serial_single_device(problem)
     if not ok:
         return ok, why
-    bs = detect_blocks(problem.graph)
+    bs = structure if structure is not None else detect_blocks(problem.graph)
     if bs is None or bs.n_blocks < 2:
         return False, "no repeated blocks"
     return True, ""
 
 
-class BlockBoundSource(Bound):
+class RemembersBlocks:
+    """Detection once per graph: the structure of the last graph seen is kept
+    on the object (a component is asked ``applicable`` then run); the graph
+    itself only weakly."""
+
+    _seen: tuple = (None, None)
+
+    def structure(self, graph) -> BlockStructure | None:
+        """The graph's blocks (:func:`~hybrid_remat.blocks.detect.detect_blocks`)."""
+        import weakref
+
+        ref, bs = self._seen
+        if ref is None or ref() is not graph:
+            bs = detect_blocks(graph)
+            self._seen = (weakref.ref(graph), bs)
+        return bs
+
+
+class BlockBoundSource(RemembersBlocks, Bound):
     """The block bound as a registered :class:`~hybrid_remat.interfaces.Bound`
     (``block_bound``, scope: every plan); applicable to graphs with
     repeated blocks."""
@@ -252,8 +271,8 @@ class BlockBoundSource(Bound):
     bound_scope = ALL_PLANS
 
     def applicable(self, problem) -> tuple[bool, str]:
-        return blocks_applicable(problem)
+        return blocks_applicable(problem, self.structure(problem.graph))
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
-        bb = block_lower_bound(problem, limits=limits)
+        bb = block_lower_bound(problem, structure=self.structure(problem.graph), limits=limits)
         return BoundResult(bb.value, ALL_PLANS, {"extra": bb.extra, "node": bb.node, **bb.stats})

@@ -28,14 +28,13 @@ from __future__ import annotations
 import math
 
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
-from .bound import block_lower_bound, blocks_applicable
-from .detect import detect_blocks
+from .bound import RemembersBlocks, block_lower_bound, blocks_applicable
 from .solver import solve_blocks
 
 __all__ = ["BlocksFormulation"]
 
 
-class BlocksFormulation(Formulation):
+class BlocksFormulation(RemembersBlocks, Formulation):
     """Exact per-block trade-offs combined across the chain of blocks; the
     block bound proves what it can (module docstring)."""
 
@@ -46,7 +45,7 @@ class BlocksFormulation(Formulation):
     bound_scope = ALL_PLANS
 
     def applicable(self, problem) -> tuple[bool, str]:
-        return blocks_applicable(problem)
+        return blocks_applicable(problem, self.structure(problem.graph))
 
     def predict_seconds(self, problem) -> float:
         """About 3 s of SCIP (the staircases, independent of depth) and a few
@@ -56,7 +55,7 @@ class BlocksFormulation(Formulation):
     def solve(self, problem, *, incumbent=None, time_limit: float | None = None, node_limit=None, seed: int = 0,
               threads: int = 1, on_incumbent=None, on_bound=None, stop=None, limits=None) -> FormulationResult:
         lim = self.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
-        bs = detect_blocks(problem.graph)
+        bs = self.structure(problem.graph)
         if bs is None or bs.n_blocks < 2:
             return FormulationResult("no_solution", stats={"skipped": "no repeated blocks"})
         left = lim.left()
