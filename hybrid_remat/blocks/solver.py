@@ -28,7 +28,8 @@ stream) are always held, so a recomputation never reaches beyond its block.
 4. **Plan**: the keep set of the chosen options, its compute sequence and the
    simulator.  When the simulated peak is over the budget (the measured
    figures are per option, the chain mixes options) the budget of step 3
-   shrinks by the excess and the plan is rebuilt, a few times.
+   shrinks by the excess and the plan is rebuilt, a few times; when it is
+   well under, step 3 gets the room left once.
 
 It returns the best simulator-valid plan; it proves nothing by itself (the
 block bound, :mod:`hybrid_remat.blocks.bound`, does).
@@ -349,6 +350,7 @@ def solve_blocks(problem, *, limits: Limits | None = None, structure: BlockStruc
     best = BlockResult(None, math.inf, {}, stats)
     capacity = float(B - base)
     rounds = []
+    raised = False
     for _ in range(max_rounds):
         if limits.expired() or capacity <= 0:
             break
@@ -372,6 +374,12 @@ def solve_blocks(problem, *, limits: Limits | None = None, structure: BlockStruc
                 best = BlockResult(plan, value, {"counts": counts, "epilogue": epi}, stats)
                 if on_incumbent is not None:
                     on_incumbent(plan, "blocks")
+            if raised or B - peak <= 1e-3 * B:
+                break
+            raised = True           # the measured figures were pessimistic: once, use the room left
+            capacity += B - peak
+            continue
+        if raised:
             break
         capacity -= max(1, peak - B)
     stats["rounds"] = rounds
