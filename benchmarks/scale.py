@@ -18,7 +18,7 @@ block bound with the rest), at 19 (2.5k nodes), 32, 80, 200, 250 (32k) and
 gap ``anytime_solve`` can reach.
 
 Writes ``benchmarks/results/scale.{md,json}`` (``scale_components.*`` with
-``--components``).
+``--components``, ``scale_lns.*`` with ``--components --lns``).
 
 Usage::
 
@@ -242,7 +242,7 @@ def main(argv=None) -> int:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = "scale_components" if args.components else "scale"
+    stem = ("scale_lns" if args.lns else "scale_components") if args.components else "scale"
     if args.quick:
         stem += ".quick"
     (RESULTS / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")

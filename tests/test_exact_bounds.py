@@ -229,3 +229,29 @@ def test_cut_bound_stopped_by_its_work_budget_stays_valid():
     assert part.examined < full.examined == p.graph.n
     assert p.base_cost <= part.value <= full.value
     assert cut_lower_bound(p, limits=Limits(work=10**9)).value == full.value
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_chains_lp_lies_between_the_knapsack_lp_and_the_chains_milp(seed):
+    """The LP relaxation of the chains cut (with its dual certificate, used on
+    large ancestor sets) never exceeds the MILP's bound nor the optimum, and
+    the timed path (LP first, then the MILP) stays below the optimum."""
+    from hybrid_remat.exact.bounds import _closure_bound, _closure_lp_bound, cut_items
+    from hybrid_remat.limits import Limits
+
+    checked = 0
+    for p in _problems(seed + 30, 20):
+        lb = cut_lower_bound(p, exact_nodes=0)
+        if lb.node < 0:
+            continue
+        g, t = p.graph, lb.node
+        anc, items = cut_items(g, t)
+        cost, B = np.asarray(p.cost_matrix[0], float), int(p.budgets[0])
+        lp = _closure_lp_bound(g, t, anc, items, cost, g.bytes, B)
+        milp = _closure_bound(g, t, anc, items, cost, g.bytes, B)
+        opt = brute_force_optimum(p)
+        assert lp is not None and lb.extra - 1e-9 <= lp <= milp + 1e-9 and p.base_cost + lp <= opt + 1e-9
+        timed = cut_lower_bound(p, limits=Limits.seconds(600))
+        assert p.base_cost + lp - 1e-9 <= timed.value <= opt + 1e-9
+        checked += 1
+    assert checked >= 4
