@@ -115,7 +115,7 @@ def _groups(problem, bs: BlockStructure, t: int, anc, items):
     return out
 
 
-def _cut_value(problem, bs, t, limits, stats, rounds: int = 12):
+def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = math.inf):
     """The block bound at cut ``t`` (``None`` when stopped before any front)."""
     from ..exact.bounds import cut_items
 
@@ -140,7 +140,7 @@ def _cut_value(problem, bs, t, limits, stats, rounds: int = 12):
             return None
         value, used = _allocate_bound([(c, st.bound_items()) for c, st in fronts], cap - fixed_bytes, limits)
         done = 0
-        while done < rounds:
+        while done < rounds and value < enough:
             # points chosen by the integer program whose range below is a coarse gap: solve them exactly
             gaps = [(k, i) for k, i in used if fronts[k][1].points[i].covers_from < fronts[k][1].points[i].held]
             if not gaps or limits.expired():
@@ -197,10 +197,12 @@ def _allocate_bound(fronts, cap, limits):
 
 
 def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts: int = 3,
-                      limits: Limits | None = None) -> BlockBound:
+                      limits: Limits | None = None, target: float = math.inf) -> BlockBound:
     """The block bound (module docstring) at the ``cuts`` nodes with the best
     knapsack cut (screened by :func:`~hybrid_remat.exact.bounds.cut_lower_bound`);
-    the trivial bound when the graph has no repeated blocks."""
+    the trivial bound when the graph has no repeated blocks.  It stops as
+    soon as it reaches ``target`` (e.g. a plan's time: then that plan is
+    optimal)."""
     from ..exact.bounds import cut_lower_bound
 
     limits = limits or Limits()
@@ -217,10 +219,11 @@ def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts:
     per = screen.per_node
     top = [t for t in np.argsort(-per, kind="stable")[:cuts].tolist() if per[t] > 0]
     best, best_t = 0.0, -1
+    enough = target - base - 1e-9 * abs(target) if math.isfinite(target) else math.inf
     for t in top:
-        if limits.expired():
+        if limits.expired() or best >= enough:
             break
-        val = _cut_value(problem, bs, t, limits, stats)
+        val = _cut_value(problem, bs, t, limits, stats, enough=enough)
         if val is not None and val > best:
             best, best_t = val, int(t)
     stats["seconds"] = now() - t0

@@ -61,7 +61,7 @@ class BlocksFormulation(RemembersBlocks, Formulation):
         left = lim.left()
         r = solve_blocks(problem, structure=bs, on_incumbent=on_incumbent,
                          limits=lim.share(0.75 * left) if math.isfinite(left) else lim)
-        bb = block_lower_bound(problem, structure=bs, limits=lim)
+        bb = block_lower_bound(problem, structure=bs, limits=lim, target=r.objective)
         if on_bound is not None and bb.node >= 0:
             on_bound(bb.value)
         stats = {"solver": r.stats, "bound": {"node": bb.node, **bb.stats}, "blocks": bs.n_blocks}
