@@ -167,7 +167,7 @@ def _allocate_bound(fronts, cap, limits):
     of its best solution as ``(kind, item)`` pairs."""
     from pyscipopt import quicksum
 
-    from ..exact.bounds import scip_model
+    from ..exact.cut_models import scip_model
 
     if not fronts:
         return 0.0, []

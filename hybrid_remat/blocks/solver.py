@@ -277,7 +277,7 @@ def allocate(L: int, held, inside, extra, epi_inside, epi_extra, capacity: float
     when nothing fits."""
     from pyscipopt import quicksum
 
-    from ..exact.bounds import scip_model
+    from ..exact.cut_models import scip_model
 
     limits = limits or Limits()
     held = np.asarray(held, dtype=np.float64)

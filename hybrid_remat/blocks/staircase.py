@@ -105,7 +105,7 @@ class Staircase:
 def _model(nodes, preds, needed, fixed, cost, size, limits, node_limit):
     from pyscipopt import quicksum
 
-    from ..exact.bounds import scip_model
+    from ..exact.cut_models import scip_model
 
     m = scip_model("closure_block", node_limit, limits)
     m.setParam("numerics/feastol", _FEASTOL)
