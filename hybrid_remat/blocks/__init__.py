@@ -18,4 +18,18 @@ from .formulation import BlocksFormulation
 from .solver import solve_blocks
 
 __all__ = ["BlockStructure", "detect_blocks", "solve_blocks", "block_lower_bound", "BlockBoundSource",
-           "BlocksFormulation"]
+           "BlocksFormulation", "warmup"]
+
+
+def warmup() -> None:
+    """Compile or load the Numba kernels of the block solver and bounds
+    (call it outside any time limit)."""
+    import numpy as np
+
+    from ..exact.bounds import warmup as bounds_warmup
+    from ..generators import chain
+    from .schedule import keep_sequence, sequence_plan
+
+    bounds_warmup()
+    g = chain(3)
+    sequence_plan(g, keep_sequence(g, np.ones(3, dtype=bool)))

@@ -27,7 +27,9 @@ from a graph search (a Numba kernel, ``O(n + m)`` per cut).  Every node is
 examined when ``n (n + m)`` fits the work budget (then the bound equals the
 dense version of the tests); otherwise the cuts where the reference order
 holds the most memory, as many as the budget allows.  The chains model runs
-on the best few cuts with the time left.
+on the best few cuts with the time left.  On graphs with repeated blocks
+the same chains cut is solved exactly block by block by the *block bound*
+(:mod:`hybrid_remat.blocks.bound`, registered as ``block_bound``).
 
 Examples
 --------
@@ -54,7 +56,7 @@ from .cut_models import _closure_bound, _closure_lp_bound, _cover_exact, _cover_
 
 __all__ = [
     "CutBound", "CutBoundSource", "LegacyCutBoundSource", "cut_lower_bound", "partition_lower_bound",
-    "ancestor_matrix", "cut_items", "reach", "serial_single_device",
+    "ancestor_matrix", "cut_items", "reach", "serial_single_device", "warmup",
 ]
 
 #: kernel steps per second of :func:`_cut_lp_kernel` (measured ~1.5e8 on the 2-core machine; conservative)
@@ -393,6 +395,15 @@ def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True, limi
                 extra, best_t, method = max(val, extra), int(t), how
     stats["seconds"] = now() - t0
     return CutBound(base + extra, extra, best_t, method, per_node, examined, stats)
+
+
+def warmup() -> None:
+    """Compile or load the cut bound's Numba kernels (call it outside any time limit)."""
+    from ..generators import chain
+    from ..problem import Problem
+
+    cut_lower_bound(Problem.single(chain(4, bytes=1), 2), exact_nodes=0)
+    cut_items(chain(3), 1)
 
 
 def serial_single_device(problem) -> tuple[bool, str]:
