@@ -318,14 +318,14 @@ def repeat_layers(graph: Graph, n_layers: int, *, layers: int | None = None, nam
                 graph.required[v]
     for (sg, o), vs in groups.items():
         vs = np.asarray(vs)
+        med = {k: float(np.median(graph.costs[k][vs])) for k in kinds}
+        b, f, r = int(np.median(graph.bytes[vs])), float(np.median(graph.flops[vs])), bool(graph.required[vs].any())
         for layer in range(n_layers):
             w = new_id(sg, layer, o)
             for k in kinds:
-                costs[k][w] = float(np.median(graph.costs[k][vs]))
-            nbytes[w] = int(np.median(graph.bytes[vs]))
+                costs[k][w] = med[k]
+            nbytes[w], flops[w], req[w] = b, f, r
             phase[w], opn[w] = graph.phase[vs[0]], ops[vs[0]]
-            flops[w] = float(np.median(graph.flops[vs]))
-            req[w] = bool(graph.required[vs].any())
     # edges
     src, dst = graph.edge_arrays() if hasattr(graph, "edge_arrays") else _edges_of(graph)
     edges = set()

@@ -143,3 +143,115 @@ def test_partition_bound_never_exceeds_the_all_plans_optimum(seed):
         assert p.base_cost - 1e-9 <= value <= brute_force_optimum(p) + 1e-9
     with pytest.raises(ValueError, match="overlap"):
         partition_lower_bound(p, [[0, 1], [1, 2]])
+
+
+def _dense_cut_bound(p, exact_nodes=5, closure=True):
+    """The first cut bound (n x n ancestor matrix, every node): the reference
+    the scalable version must equal where both run."""
+    from hybrid_remat.exact.bounds import _closure_bound, _cover_exact, _cover_lp
+
+    g, n = p.graph, p.graph.n
+    cost, size, B = np.asarray(p.cost_matrix[0], float), np.asarray(g.bytes, np.int64), int(p.budgets[0])
+    A = ancestor_matrix(g)
+    adj = np.zeros((n, n), dtype=np.float32)
+    e = g.edges()
+    if len(e):
+        adj[e[:, 0], e[:, 1]] = 1.0
+    reads = (adj @ A.astype(np.float32)) > 0       # reads[v, t]: v has a consumer among t's descendants
+    per_node, needs, items = np.zeros(n), np.zeros(n), {}
+    for t in range(n):
+        preds = g.preds(t)
+        cand = A[t] & reads[:, t]
+        cand[preds] = False
+        idx = np.flatnonzero(cand)
+        need = float(size[idx].sum() + size[preds].sum() + size[t] - B)
+        if need <= 0 or idx.size == 0:
+            continue
+        per_node[t], needs[t], items[t] = _cover_lp(cost[idx], size[idx], need), need, idx
+    best_t = int(per_node.argmax()) if per_node.max() > 0 else -1
+    extra = float(per_node[best_t]) if best_t >= 0 else 0.0
+    if best_t >= 0:
+        for t in np.argsort(-per_node, kind="stable")[:exact_nodes].tolist():
+            if per_node[t] <= 0:
+                break
+            if closure:
+                needed = np.zeros(n, dtype=bool)
+                needed[items[t]] = True
+                val = _closure_bound(g, t, A[t], needed, cost, size, B)
+            else:
+                val = _cover_exact(cost[items[t]], size[items[t]], needs[t])
+            if val is not None:
+                extra = max(extra, val)
+    return p.base_cost + extra, per_node
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_scalable_cut_bound_equals_the_dense_one(seed):
+    """Every node examined (no work limit): the same per-node LP values and
+    the same bound as the n x n version, with and without chains."""
+    from hybrid_remat.generators import random_layered
+
+    probs = _problems(seed + 20, 12)
+    g = random_layered(120, seed=seed)
+    lo, hi = min_feasible_budget(g), keep_all_peak(g)
+    probs += [Problem.single(g, int(lo + f * (hi - lo))) for f in (0.1, 0.5)]
+    fw = nx.DiGraph()
+    rng = np.random.default_rng(seed)
+    for i in range(12):
+        fw.add_node(i, bytes=int(rng.integers(1, 30)), cost=float(rng.integers(1, 50)))
+        if i:
+            fw.add_edge(i - 1, i)
+        if i >= 3 and rng.random() < 0.4:
+            fw.add_edge(i - 3, i)
+    tg = training_graph(fw)
+    lo, hi = min_feasible_budget(tg), keep_all_peak(tg)
+    probs += [Problem.single(tg, int(lo + f * (hi - lo))) for f in (0.0, 0.3, 0.7)]
+    for p in probs:
+        for closure in (True, False):
+            ref, ref_per_node = _dense_cut_bound(p, closure=closure)
+            lb = cut_lower_bound(p, closure=closure)
+            assert lb.examined == p.graph.n
+            np.testing.assert_allclose(lb.per_node, ref_per_node, rtol=1e-9, atol=1e-12)
+            assert lb.value == pytest.approx(ref, rel=1e-9)
+
+
+def test_cut_bound_stopped_by_its_work_budget_stays_valid():
+    """A work budget too small to examine every cut gives a weaker bound,
+    never a larger one, and says how many cuts it examined."""
+    from hybrid_remat.limits import Limits
+
+    fw = nx.path_graph(10, create_using=nx.DiGraph)
+    for i in fw:
+        fw.nodes[i]["bytes"], fw.nodes[i]["cost"] = 1 + i % 3, 1.0 + i
+    p = Problem.single(training_graph(fw), "40%")
+    full = cut_lower_bound(p)
+    part = cut_lower_bound(p, limits=Limits(work=1))
+    assert part.examined < full.examined == p.graph.n
+    assert p.base_cost <= part.value <= full.value
+    assert cut_lower_bound(p, limits=Limits(work=10**9)).value == full.value
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_chains_lp_lies_between_the_knapsack_lp_and_the_chains_milp(seed):
+    """The LP relaxation of the chains cut (with its dual certificate, used on
+    large ancestor sets) never exceeds the MILP's bound nor the optimum, and
+    the timed path (LP first, then the MILP) stays below the optimum."""
+    from hybrid_remat.exact.bounds import _closure_bound, _closure_lp_bound, cut_items
+    from hybrid_remat.limits import Limits
+
+    checked = 0
+    for p in _problems(seed + 30, 20):
+        lb = cut_lower_bound(p, exact_nodes=0)
+        if lb.node < 0:
+            continue
+        g, t = p.graph, lb.node
+        anc, items = cut_items(g, t)
+        cost, B = np.asarray(p.cost_matrix[0], float), int(p.budgets[0])
+        lp = _closure_lp_bound(g, t, anc, items, cost, g.bytes, B)
+        milp = _closure_bound(g, t, anc, items, cost, g.bytes, B)
+        opt = brute_force_optimum(p)
+        assert lp is not None and lb.extra - 1e-9 <= lp <= milp + 1e-9 and p.base_cost + lp <= opt + 1e-9
+        timed = cut_lower_bound(p, limits=Limits.seconds(600))
+        assert p.base_cost + lp - 1e-9 <= timed.value <= opt + 1e-9
+        checked += 1
+    assert checked >= 4

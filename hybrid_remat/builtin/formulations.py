@@ -1,16 +1,18 @@
-"""Built-in exact formulations (the staged Checkmate model and its
-decomposition), the heuristics that share their model builder (LP rounding,
-staged eviction) and the cut bound, registered through the plugin hooks."""
+"""Built-in exact formulations (the staged Checkmate model, its
+decomposition, the repeated-block solver), the heuristics that share their
+model builders (LP rounding, staged eviction) and the bounds over every plan
+(the cut bound, the block bound), registered through the plugin hooks."""
 
 from ..hookspecs import hookimpl
 
 
 @hookimpl
 def hybrid_remat_register_formulations():
+    from ..blocks import BlocksFormulation
     from ..exact.checkmate import CheckmateFormulation
     from ..exact.decompose import DecomposedFormulation
 
-    return [CheckmateFormulation(), DecomposedFormulation()]
+    return [CheckmateFormulation(), DecomposedFormulation(), BlocksFormulation()]
 
 
 @hookimpl
@@ -23,7 +25,7 @@ def hybrid_remat_register_heuristics():
 
 @hookimpl
 def hybrid_remat_register_bounds():
+    from ..blocks import BlockBoundSource
     from ..exact.bounds import CutBoundSource
-    from ..portfolio.calls import as_bound
 
-    return [as_bound(CutBoundSource())]
+    return [CutBoundSource(), BlockBoundSource()]

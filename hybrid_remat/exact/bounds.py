@@ -2,7 +2,7 @@
 
 The staged MILP's bound covers staged plans only (see
 :mod:`hybrid_remat.exact.checkmate`).  The *cut bound* here covers every
-single-device plan the simulator accepts, and costs a few matrix products:
+single-device plan the simulator accepts, at any graph size:
 
 Take any node ``t`` and the moment ``t`` is computed for the first time.
 Let ``N(t)`` be its ancestors that have a consumer among ``t``'s
@@ -13,12 +13,23 @@ computed, its inputs and its output are resident too, so the resident part
 ``X`` of ``N(t)`` satisfies ``bytes(X) + bytes(inputs of t and t) <= B``
 and the plan pays at least ``sum of c_v over N(t) \\ X`` on top of one
 computation per node.  The least such sum is a covering knapsack; its LP
-value (greedy by cost per byte) bounds it from below, and the exact value is
-computed for the most promising nodes, together with a stronger version
-that follows recomputation chains: a value computed after the cut needs its
-own inputs then, so each of them is resident at the cut or computed after
-it too (a small MILP over ``t``'s ancestors; its dual bound is used).  The
-bound is the best over ``t``.
+value (greedy by cost per byte) bounds it from below.  A stronger version
+follows recomputation chains: a value computed after the cut needs its own
+inputs then, so each of them is resident at the cut or computed after it
+too (:func:`_closure_bound`, a small MILP over ``t``'s ancestors whose dual
+bound is used; on large ancestor sets its LP relaxation,
+:func:`_closure_lp_bound`, with a dual certificate).  The bound is the best
+over the cuts examined; any cut gives a valid bound, so examining fewer
+(when time is short) only weakens it.
+
+Scale.  Nothing is ``n x n``: the ancestors and descendants of a cut come
+from a graph search (a Numba kernel, ``O(n + m)`` per cut).  Every node is
+examined when ``n (n + m)`` fits the work budget (then the bound equals the
+dense version of the tests); otherwise the cuts where the reference order
+holds the most memory, as many as the budget allows.  The chains model runs
+on the best few cuts with the time left.  On graphs with repeated blocks
+the same chains cut is solved exactly block by block by the *block bound*
+(:mod:`hybrid_remat.blocks.bound`, registered as ``block_bound``).
 
 Examples
 --------
@@ -33,11 +44,27 @@ True
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
-__all__ = ["CutBound", "CutBoundSource", "cut_lower_bound", "partition_lower_bound", "ancestor_matrix"]
+from ..interfaces import ALL_PLANS, Bound, BoundResult
+from ..limits import Limits
+from .cut_models import _closure_bound, _closure_lp_bound, _cover_exact, _cover_lp  # noqa: F401
+
+__all__ = [
+    "CutBound", "CutBoundSource", "cut_lower_bound", "partition_lower_bound",
+    "ancestor_matrix", "cut_items", "reach", "serial_single_device", "warmup",
+]
+
+#: kernel steps per second of :func:`_cut_lp_kernel` (measured ~1.5e8 on the 2-core machine; conservative)
+_STEPS_PER_SECOND = 5e7
+#: chains MILP (SCIP) up to this many ancestors; above, its LP relaxation
+_MILP_MAX_ANCESTORS = 3000
+#: seconds per ancestor of the chains LP (measured ~5e-5 at 37k ancestors; conservative)
+_LP_SECONDS_PER_ANCESTOR = 8e-5
 
 
 @dataclass
@@ -54,10 +81,15 @@ class CutBound:
         The node ``t`` whose cut gives the bound (-1 when none is binding).
     method : str
         How ``extra`` was obtained at ``node``: ``"lp"`` (the knapsack's LP
-        value), ``"knapsack"`` (its optimum) or ``"chains"`` (the dual bound
-        of the cut with recomputation chains, :func:`_closure_bound`).
+        value), ``"knapsack"`` (its optimum), ``"chains"`` (the dual bound
+        of the cut with recomputation chains, :func:`_closure_bound`) or
+        ``"chains_lp"`` (that model's LP relaxation, :func:`_closure_lp_bound`).
     per_node : ndarray
-        The LP value of every node's cut.
+        The knapsack LP value of every examined node's cut (0 elsewhere).
+    examined : int
+        How many cuts were examined (``n``: all).
+    stats : dict
+        Seconds per phase and the chains results.
     """
 
     value: float
@@ -65,10 +97,13 @@ class CutBound:
     node: int
     method: str
     per_node: np.ndarray = field(repr=False)
+    examined: int = 0
+    stats: dict = field(default_factory=dict, repr=False)
 
 
 def ancestor_matrix(graph) -> np.ndarray:
-    """``A[v, u]``: ``u`` is a (strict) ancestor of ``v`` (nodes are in topological order).
+    """``A[v, u]``: ``u`` is a (strict) ancestor of ``v`` (nodes are in
+    topological order).  Dense: for tests and small graphs only.
 
     Examples
     --------
@@ -86,76 +121,221 @@ def ancestor_matrix(graph) -> np.ndarray:
     return A
 
 
-def _cover_lp(cost, size, need) -> float:
-    """Least fractional cost of items whose sizes add up to ``need``."""
-    if need <= 0:
-        return 0.0
-    ok = size > 0
-    c, s = cost[ok], size[ok].astype(np.float64)
-    order = np.argsort(c / s, kind="stable")
-    cum = np.cumsum(s[order])
-    k = int(np.searchsorted(cum, need))
-    if k >= len(order):
-        return float("inf")
-    before = float(cum[k - 1]) if k else 0.0
-    return float(c[order[:k]].sum() + c[order[k]] * (need - before) / s[order[k]])
+@njit(cache=True)
+def _reach_kernel(ptr, idx, t, stamp, mark, stack):
+    """Set ``mark[v] = stamp`` for every ``v`` reachable from ``t`` along
+    ``ptr``/``idx`` (``t`` excluded unless on a cycle); return the steps."""
+    top = 0
+    steps = 0
+    for j in range(ptr[t], ptr[t + 1]):
+        u = idx[j]
+        if mark[u] != stamp:
+            mark[u] = stamp
+            stack[top] = u
+            top += 1
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        for j in range(ptr[v], ptr[v + 1]):
+            steps += 1
+            u = idx[j]
+            if mark[u] != stamp:
+                mark[u] = stamp
+                stack[top] = u
+                top += 1
+    return steps
 
 
-def _cover_exact(cost, size, need, node_limit: int = 2_000) -> float | None:
-    """Least cost of whole items covering ``need`` (SCIP), or ``None`` when not proven."""
-    from pyscipopt import Model, quicksum
+def reach(graph, t: int, *, up: bool = True) -> np.ndarray:
+    """Boolean mask of ``t``'s strict ancestors (``up``) or descendants,
+    by a graph search (``O(n + m)``).
 
-    if need <= 0:
-        return 0.0
-    ok = np.flatnonzero(size > 0)
-    m = Model("cover")
-    try:
-        m.hideOutput()
-        m.setParam("limits/nodes", node_limit)
-        m.setParam("lp/threads", 1)
-        x = [m.addVar(vtype="B", obj=float(cost[i])) for i in ok]
-        m.addCons(quicksum(float(size[i]) * xi for i, xi in zip(ok, x, strict=True)) >= float(need))
-        m.optimize()
-        if m.getStatus() != "optimal":
-            return None
-        return float(m.getDualbound())
-    finally:
-        m.free()
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> reach(chain(4), 2).tolist(), reach(chain(4), 2, up=False).tolist()
+    ([True, True, False, False], [False, False, False, True])
+    """
+    n = graph.n
+    mark = np.zeros(n, dtype=np.int64)
+    ptr, idx = (graph.pred_ptr, graph.pred_idx) if up else (graph.succ_ptr, graph.succ_idx)
+    _reach_kernel(ptr, idx, int(t), 1, mark, np.empty(max(n, 1), dtype=np.int64))
+    return mark == 1
 
 
-def _closure_bound(graph, t, anc, needed, cost, size, budget, node_limit: int = 2_000) -> float | None:
-    """The cut at ``t`` with recomputation chains (SCIP): a value computed
-    after the cut needs its inputs then, so each input is resident at the cut
-    or computed after it too.  ``x_v``: ``v`` resident at the cut, ``r_v``:
-    computed after it, over ``t``'s ancestors; ``t``'s inputs are resident.
-    Returns the dual bound (valid at a node limit too), or ``None``."""
-    from pyscipopt import Model, quicksum
+def cut_items(graph, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(ancestors, items)`` of the cut at ``t`` as boolean masks: ``items``
+    is ``N(t)`` without ``t``'s inputs (the values that must be resident at
+    the cut or computed again after it).
 
-    nodes = np.flatnonzero(anc).tolist()
-    m = Model("closure")
-    try:
-        m.hideOutput()
-        m.setParam("limits/nodes", node_limit)
-        m.setParam("lp/threads", 1)
-        preds_t = set(graph.preds(t).tolist())
-        x = {v: m.addVar(vtype="B", lb=1.0 if v in preds_t else 0.0) for v in nodes}
-        r = {v: m.addVar(vtype="B", obj=float(cost[v])) for v in nodes}
-        for v in nodes:
-            if needed[v]:
-                m.addCons(x[v] + r[v] >= 1)
-            for u in graph.preds(v).tolist():
-                m.addCons(x[u] + r[u] - r[v] >= 0)
-        m.addCons(quicksum(float(size[v]) * x[v] for v in nodes) <= float(budget - size[t]))
-        m.optimize()
-        if m.getStatus() == "infeasible":
-            return None
-        db = m.getDualbound()
-        return max(0.0, float(db)) if abs(db) < 1e19 else None
-    finally:
-        m.free()
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> from hybrid_remat.generators import training_graph
+    >>> g = training_graph(nx.path_graph(3, create_using=nx.DiGraph))
+    >>> np.flatnonzero(cut_items(g, 3)[1]).tolist()   # at the loss: f0, f1 wait for backward
+    [0, 1]
+    """
+    anc = reach(graph, t, up=True)
+    desc = reach(graph, t, up=False)
+    src = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.succ_ptr))
+    reads = np.zeros(graph.n, dtype=bool)
+    reads[src[desc[graph.succ_idx]]] = True
+    items = anc & reads
+    items[graph.preds(t)] = False
+    return anc, items
 
 
-def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True) -> CutBound:
+@njit(cache=True)
+def _cut_lp_kernel(ts, pred_ptr, pred_idx, succ_ptr, succ_idx, order, cost, size, budget, work):
+    """The knapsack LP of the cut at each node of ``ts`` (in that order).
+
+    ``order``: the nodes of positive size by cost per byte (stable).  Returns
+    ``(value, need, examined, steps)``; ``value``/``need`` are per node
+    (``inf``: no plan fits), ``examined`` counts the leading ``ts`` done
+    before ``work`` steps ran out."""
+    n = size.shape[0]
+    value = np.zeros(n)
+    need_out = np.zeros(n)
+    anc = np.zeros(n, dtype=np.int64)
+    desc = np.zeros(n, dtype=np.int64)
+    pmark = np.zeros(n, dtype=np.int64)
+    stack = np.empty(max(n, 1), dtype=np.int64)
+    steps = 0
+    done = 0
+    for k in range(ts.shape[0]):
+        if steps >= work:
+            break
+        t = ts[k]
+        stamp = k + 1
+        steps += _reach_kernel(pred_ptr, pred_idx, t, stamp, anc, stack)
+        steps += _reach_kernel(succ_ptr, succ_idx, t, stamp, desc, stack)
+        need = float(size[t])
+        for j in range(pred_ptr[t], pred_ptr[t + 1]):
+            u = pred_idx[j]
+            if pmark[u] != stamp:
+                pmark[u] = stamp
+                need += size[u]
+        # item bytes: ancestors (not inputs of t) read by a descendant
+        total = 0.0
+        count = 0
+        for v in range(t):
+            if anc[v] != stamp or pmark[v] == stamp:
+                continue
+            for j in range(succ_ptr[v], succ_ptr[v + 1]):
+                if desc[succ_idx[j]] == stamp:
+                    total += size[v]
+                    count += 1
+                    break
+        steps += t
+        need += total - budget
+        done = k + 1
+        if need <= 0 or count == 0:
+            continue
+        need_out[t] = need
+        cum = 0.0
+        val = 0.0
+        covered = False
+        for i in range(order.shape[0]):
+            v = order[i]
+            steps += 1
+            if v >= t or anc[v] != stamp or pmark[v] == stamp:
+                continue
+            item = False
+            for j in range(succ_ptr[v], succ_ptr[v + 1]):
+                if desc[succ_idx[j]] == stamp:
+                    item = True
+                    break
+            if not item:
+                continue
+            s = float(size[v])
+            if cum + s >= need:
+                val += cost[v] * (need - cum) / s
+                covered = True
+                break
+            cum += s
+            val += cost[v]
+        value[t] = val if covered else np.inf
+    return value, need_out, done, steps
+
+
+@njit(cache=True)
+def _reference_memory(size, pred_ptr, pred_idx, succ_ptr, succ_idx):
+    """Memory while each node is computed in the reference order, every
+    value kept from its computation to its last consumer: an upper bound on
+    the bytes a cut there concerns (its ranking screens the cuts)."""
+    n = size.shape[0]
+    diff = np.zeros(n + 1)
+    for v in range(n):
+        last = v
+        for j in range(succ_ptr[v], succ_ptr[v + 1]):
+            if succ_idx[j] > last:
+                last = succ_idx[j]
+        diff[v] += size[v]
+        diff[last + 1] -= size[v]
+    out = np.empty(n)
+    run = 0.0
+    for v in range(n):
+        run += diff[v]
+        out[v] = run
+    return out
+
+
+def _strengthen(g, top, per_node, needs, cost, size, B, closure, limits, stats) -> dict:
+    """Bounds of the cuts at ``top`` beyond their knapsack LP: ``{t: (value,
+    method)}`` (a later value of the same ``t`` replaces an earlier one only
+    when larger).
+
+    Without a deadline (deterministic): the exact knapsack (``closure=False``)
+    or the chains MILP, its LP relaxation above ``3000`` ancestors.  With a
+    deadline: first the chains LP of every cut (cheap, ~2 s at 37k
+    ancestors), then the MILP on the cuts small enough, best first, each with
+    part of the time left."""
+    found: dict = {}
+    log = stats.setdefault("strengthened", [])
+
+    def record(t, val, how):
+        log.append((int(t), how, val))
+        if val is not None and (t not in found or found[t][0] is None or val > found[t][0]):
+            found[t] = (val, how)
+
+    items_of = {}
+
+    def items(t):
+        if t not in items_of:
+            items_of[t] = cut_items(g, t)
+        return items_of[t]
+
+    timed = math.isfinite(limits.deadline)
+    if not closure:
+        for t in top:
+            if limits.expired():
+                break
+            it = items(t)[1]
+            record(t, _cover_exact(cost[it], size[it], needs[t], limits=limits), "knapsack")
+        return found
+    if timed:
+        for t in top:
+            if limits.expired():
+                break
+            anc, it = items(t)
+            if _LP_SECONDS_PER_ANCESTOR * anc.sum() > limits.left():
+                continue
+            record(t, _closure_lp_bound(g, t, anc, it, cost, size, B, limits=limits), "chains_lp")
+        top = sorted(top, key=lambda t: -(found.get(t, (None,))[0] or 0.0))
+    for t in top:
+        if limits.expired():
+            break
+        anc, it = items(t)
+        if anc.sum() <= _MILP_MAX_ANCESTORS:
+            lim = limits.share(0.6 * limits.left()) if timed else limits
+            record(t, _closure_bound(g, t, anc, it, cost, size, B, limits=lim), "chains")
+        elif not timed:
+            record(t, _closure_lp_bound(g, t, anc, it, cost, size, B, limits=limits), "chains_lp")
+    return found
+
+
+def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True, limits: Limits | None = None) -> CutBound:
     """The cut bound of a single-device problem (see the module docstring).
 
     Parameters
@@ -163,11 +343,14 @@ def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True) -> C
     problem : Problem
         Single device (a second memory could hold what the bound drops).
     exact_nodes : int
-        Solve the knapsack exactly for this many nodes with the best LP values.
+        Strengthen the cuts of this many nodes with the best LP values.
     closure : bool
         For those nodes, solve the cut with recomputation chains
-        (:func:`_closure_bound`, which contains the knapsack); ``False``:
-        the knapsack alone.
+        (:func:`_closure_bound`, which contains the knapsack, or its LP
+        relaxation above ``3000`` ancestors); ``False``: the knapsack alone.
+    limits : Limits, optional
+        Deadline and work budget (kernel steps of the cut screening).  When
+        they stop it early the bound is weaker, never invalid.
 
     Returns
     -------
@@ -178,57 +361,63 @@ def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True) -> C
     ValueError
         On a multi-device problem.
     """
+    from ..limits import now
+
     if not problem.is_single_device:
         raise ValueError("the cut bound covers single-device problems only")
+    limits = limits or Limits()
+    t0 = now()
     g = problem.graph
     n = g.n
-    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
-    size = np.asarray(g.bytes, dtype=np.int64)
+    cost = np.ascontiguousarray(problem.cost_matrix[0], dtype=np.float64)
+    size = np.ascontiguousarray(g.bytes, dtype=np.int64)
     B = int(problem.budgets[0])
     base = float(cost.sum())
-    A = ancestor_matrix(g)                       # A[v, u]: u ancestor of v
-    D = A.T                                      # D[t, w]: w descendant of t
-    adj = np.zeros((n, n), dtype=np.float32)     # adj[v, w]: edge v -> w
-    e = g.edges()
-    if len(e):
-        adj[e[:, 0], e[:, 1]] = 1.0
-    # reads[v, t]: v has a consumer among t's descendants
-    reads = (adj @ D.T.astype(np.float32)) > 0
-    per_node = np.zeros(n, dtype=np.float64)
-    needs = np.zeros(n, dtype=np.float64)
-    items = {}
-    for t in range(n):
-        preds = g.preds(t)
-        cand = A[t] & reads[:, t]
-        cand[preds] = False
-        idx = np.flatnonzero(cand)
-        need = float(size[idx].sum() + size[preds].sum() + size[t] - B)
-        if need <= 0 or idx.size == 0:
-            continue
-        per_node[t] = _cover_lp(cost[idx], size[idx], need)
-        needs[t] = need
-        items[t] = idx
+    ref = _reference_memory(size, g.pred_ptr, g.pred_idx, g.succ_ptr, g.succ_idx)
+    ts = np.flatnonzero(ref > B)
+    ts = ts[np.argsort(-ref[ts], kind="stable")]          # the most memory first
+    pos = np.flatnonzero(size > 0)
+    order = pos[np.argsort(cost[pos] / size[pos], kind="stable")]
+    # the screening takes at most a third of the time: the chains models at the best cuts gain more
+    screen = limits.share(0.35 * limits.left() if math.isfinite(limits.left()) else None)
+    work = screen.work_for(_STEPS_PER_SECOND)
+    per_node, needs, done, steps = _cut_lp_kernel(ts, g.pred_ptr, g.pred_idx, g.succ_ptr, g.succ_idx, order,
+                                                  cost, size, B, work)
+    examined = n - ts.size + int(done)        # cuts with no excess memory need no examination
+    stats = {"screen_s": now() - t0, "screen_steps": int(steps), "candidates": int(ts.size)}
     best_t = int(per_node.argmax()) if n and per_node.max() > 0 else -1
     extra, method = (float(per_node[best_t]), "lp") if best_t >= 0 else (0.0, "knapsack")
-    if best_t >= 0 and exact_nodes > 0:
-        for t in np.argsort(-per_node)[:exact_nodes].tolist():
-            if per_node[t] <= 0:
-                break
-            if not closure:  # the chains model contains the knapsack: solve one or the other
-                val = _cover_exact(cost[items[t]], size[items[t]], needs[t])
-                if val is not None and val >= extra - 1e-12 * max(1.0, abs(extra)):
-                    extra, best_t, method = max(val, extra), int(t), "knapsack"
-                continue
-            if closure:
-                needed = np.zeros(n, dtype=bool)
-                needed[items[t]] = True
-                cval = _closure_bound(g, t, A[t], needed, cost, size, B)
-                if cval is not None and cval >= extra - 1e-12 * max(1.0, abs(extra)):
-                    extra, best_t, method = max(cval, extra), int(t), "chains"
-    return CutBound(base + extra, extra, best_t, method, per_node)
+    if best_t >= 0 and math.isfinite(extra) and exact_nodes > 0:
+        top = [t for t in np.argsort(-per_node, kind="stable")[:exact_nodes].tolist() if per_node[t] > 0]
+        found = _strengthen(g, top, per_node, needs, cost, size, B, closure, limits, stats)
+        for t, (val, how) in found.items():
+            if val is not None and val >= extra - 1e-12 * max(1.0, abs(extra)):
+                extra, best_t, method = max(val, extra), int(t), how
+    stats["seconds"] = now() - t0
+    return CutBound(base + extra, extra, best_t, method, per_node, examined, stats)
 
 
-def partition_lower_bound(problem, parts, *, exact_nodes: int = 2) -> tuple[float, list[float]]:
+def warmup() -> None:
+    """Compile or load the cut bound's Numba kernels (call it outside any time limit)."""
+    from ..generators import chain
+    from ..problem import Problem
+
+    cut_lower_bound(Problem.single(chain(4, bytes=1), 2), exact_nodes=0)
+    cut_items(chain(3), 1)
+
+
+def serial_single_device(problem) -> tuple[bool, str]:
+    """``(True, "")`` for a single-device problem with the serial objective
+    (what the cut and block bounds cover), else ``(False, why)``."""
+    if not problem.is_single_device:
+        return False, "single device only"
+    if problem.objective.name != "serial":
+        return False, "serial time only"
+    return True, ""
+
+
+def partition_lower_bound(problem, parts, *, exact_nodes: int = 2, limits: Limits | None = None
+                          ) -> tuple[float, list[float]]:
     """A bound for the whole from the parts of a partition of the nodes.
 
     Each part's *induced* problem (its nodes and the edges among them; inputs
@@ -274,39 +463,40 @@ def partition_lower_bound(problem, parts, *, exact_nodes: int = 2) -> tuple[floa
         sub = Graph.from_arrays(g.bytes[nodes], [(int(local[u]), int(local[v])) for u, v in e[inside]],
                                 {kind: cost[nodes]}, name=f"{g.name}[part]")
         sp = Problem.single(sub, B, kind=kind)
-        extras.append(cut_lower_bound(sp, exact_nodes=exact_nodes).extra)
+        extras.append(cut_lower_bound(sp, exact_nodes=exact_nodes, limits=limits).extra)
     return float(cost.sum() + sum(extras)), extras
 
 
-class CutBoundSource:
-    """The cut bound as a registered bounding source (it plans nothing).
+class CutBoundSource(Bound):
+    """The cut bound as a registered :class:`~hybrid_remat.interfaces.Bound`
+    (``cut_bound``, scope: every plan).
 
-    ``anytime_solve`` calls :meth:`run_detailed` like any heuristic and
-    takes its ``lower_bound``; ``bound_scope = "all plans"`` tells it the
-    bound covers every plan, so a plan that reaches it is proven optimal.
-    Graphs over ``max_nodes`` are skipped (the bound uses ``n x n`` matrices).
+    It returns within the ``limits`` it is given (the portfolio gives it a
+    tenth of the time limit): the cut screening takes a work budget derived
+    from the deadline, the chains models the time left.  Serial time only
+    (its bound is a bound on the sum of compute times).
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> from hybrid_remat.problem import Problem
+    >>> r = CutBoundSource().bound(Problem.single(chain(6, bytes=1), 3))
+    >>> r.scope, r.value >= 6.0
+    ('all plans', True)
     """
 
     name = "cut_bound"
-    version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "bound_only"})
+    version = "2"
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
+                              "deterministic"})
     rank = 5.0
-    bound_scope = "all plans"
+    bound_scope = ALL_PLANS
 
-    def __init__(self, max_nodes: int = 5000):
-        self.max_nodes = int(max_nodes)
+    def applicable(self, problem) -> tuple[bool, str]:
+        return serial_single_device(problem)
 
-    def run(self, problem, *, seed: int = 0):
-        return None
+    def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
+        cb = cut_lower_bound(problem, limits=limits)
+        return BoundResult(cb.value, ALL_PLANS, {"extra": cb.extra, "node": cb.node, "method": cb.method,
+                                                 "examined": cb.examined, "seconds": cb.stats.get("seconds")})
 
-    def run_detailed(self, problem, *, seed: int = 0, deadline: float | None = None) -> dict:
-        """``{"plan": None, "lower_bound", "stats"}`` (``lower_bound`` is ``None`` when skipped)."""
-        if not problem.is_single_device or problem.graph.n > self.max_nodes:
-            return {"plan": None, "lower_bound": None, "stats": {"skipped": "single device, at most "
-                                                                            f"{self.max_nodes} nodes"}}
-        cb = cut_lower_bound(problem)
-        return {"plan": None, "lower_bound": cb.value,
-                "stats": {"extra": cb.extra, "node": cb.node, "method": cb.method}}
-
-    def __repr__(self) -> str:
-        return f"<bound {self.name}@{self.version}>"

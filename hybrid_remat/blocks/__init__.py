@@ -1,0 +1,35 @@
+"""Repeated structure: blocks (transformer layers, ResNet stages) detected
+by hashing, solved exactly one block of each kind with SCIP and combined
+across the chain of blocks (Rockmate's idea, with bounds).
+
+* :mod:`.detect` -- :func:`detect_blocks`: the layers of a training graph.
+* :mod:`.schedule` -- keep-or-recompute-once plans (a keep set -> sequence -> plan).
+* :mod:`.staircase` -- a block's exact (held, extra) Pareto front (SCIP).
+* :mod:`.solver` -- :func:`solve_blocks`: menus, simulator-measured peaks,
+  allocation across blocks, a simulator-checked plan.
+* :mod:`.bound` -- :func:`block_lower_bound`: a bound over every plan (proof
+  in its docstring); registered as the bound ``block_bound``.
+* :mod:`.formulation` -- :class:`BlocksFormulation`, registered as ``blocks``.
+"""
+
+from .bound import BlockBoundSource, block_lower_bound
+from .detect import BlockStructure, detect_blocks
+from .formulation import BlocksFormulation
+from .solver import solve_blocks
+
+__all__ = ["BlockStructure", "detect_blocks", "solve_blocks", "block_lower_bound", "BlockBoundSource",
+           "BlocksFormulation", "warmup"]
+
+
+def warmup() -> None:
+    """Compile or load the Numba kernels of the block solver and bounds
+    (call it outside any time limit)."""
+    import numpy as np
+
+    from ..exact.bounds import warmup as bounds_warmup
+    from ..generators import chain
+    from .schedule import keep_sequence, sequence_plan
+
+    bounds_warmup()
+    g = chain(3)
+    sequence_plan(g, keep_sequence(g, np.ones(3, dtype=bool)))

@@ -1,0 +1,281 @@
+"""The block bound: the cut bound with recomputation chains, solved exactly
+block by block (a lower bound over every plan).
+
+Statement.  Let ``t`` be a node, ``A`` its ancestors and ``N`` those with a
+consumer among ``t``'s descendants, without ``t``'s inputs.  Group ``A`` by
+stage (prologue, each block, epilogue; :mod:`hybrid_remat.blocks.detect`).
+For each group ``g`` let ``E_g(h)`` be the least recomputation time of the
+group's *closure model* (:mod:`hybrid_remat.blocks.staircase`: ``x_v + r_v
+>= 1`` for ``v`` in ``N``, ``r_v <= x_u + r_u`` for inputs ``u`` inside the
+group, ``x_v = 1`` for ``t``'s inputs) with at most ``h`` bytes held.  Then
+every valid plan costs at least::
+
+    base + min { sum_g E_g(h_g) : sum_g h_g <= B - bytes(t) }
+
+Proof.  (1) At the first computation of ``t`` (cut bound, see
+:mod:`hybrid_remat.exact.bounds`) each ``v`` in ``N`` is resident or
+computed again later; a value computed again later needs each input resident
+at the cut or computed again too; ``t``'s inputs are resident; the resident
+ancestors fit in ``B - bytes(t)``; with ``x_v`` = resident at the cut and
+``r_v`` = computed after it (a second computation: ancestors were computed
+before the cut), every plan gives a feasible ``(x, r)`` of the chains model
+whose ``sum c_v r_v`` is at most the plan's cost beyond ``base``.  (2)
+Dropping the rows ``r_v <= x_u + r_u`` whose ``u`` lies in another group
+enlarges the feasible set, and what remains couples the groups only through
+the memory row: the minimum is the expression above.  (3) Each group's
+staircase (its exact Pareto front by the epsilon-constraint method) gives
+points ``i`` with ``E_g(h) >= extra_bound_i`` for every ``h`` in
+``[covers_from_i, query_i]`` and no held set outside the union of these
+ranges; choosing one point per group with memory ``covers_from_i`` and cost
+``extra_bound_i`` is therefore a relaxation, solved as an integer program
+over how many groups of each kind take each point; SCIP's dual bound is at
+most its optimum.  Identical blocks (same positions in ``A`` and ``N``, same
+costs) share one staircase, so the bound costs a few small SCIP models at
+any depth.
+
+It is at most the chains MILP of the same cut (step 2 relaxes it) and in
+practice equal to it on layered models, whose groups touch only through the
+residual stream.
+
+Examples
+--------
+>>> import networkx as nx
+>>> from hybrid_remat.generators import training_graph
+>>> from hybrid_remat.problem import Problem
+>>> from hybrid_remat.exact.brute import brute_force_optimum
+>>> fw = nx.DiGraph()
+>>> for i in range(5):          # a stem and two blocks of (wide, narrow)
+...     fw.add_node(i, bytes=3 if i % 2 else 1, cost=1.0 + i % 2)
+...     if i:
+...         fw.add_edge(i - 1, i)
+>>> p = Problem.single(training_graph(fw), 9)
+>>> lb = block_lower_bound(p)
+>>> p.base_cost < lb.value <= brute_force_optimum(p)
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..interfaces import ALL_PLANS, Bound, BoundResult
+from ..limits import Limits, now
+from .detect import BlockStructure, detect_blocks
+from .staircase import closure_staircase
+
+__all__ = ["BlockBound", "block_lower_bound", "BlockBoundSource", "blocks_applicable", "RemembersBlocks"]
+
+
+@dataclass
+class BlockBound:
+    """``value`` bounds every plan's total compute time (``base + extra``);
+    ``node`` is the cut (-1: none, the trivial bound)."""
+
+    value: float
+    extra: float
+    node: int
+    stats: dict = field(default_factory=dict)
+
+
+def _groups(problem, bs: BlockStructure, t: int, anc, items):
+    """``{key: (count, nodes, preds, needed, fixed)}`` of the cut's groups;
+    identical blocks share a key."""
+    g = problem.graph
+    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
+    inputs = np.zeros(g.n, dtype=bool)
+    inputs[g.preds(t)] = True
+    stage = bs.stage
+    L = bs.n_blocks
+    out: dict = {}
+    members = np.flatnonzero(anc)
+    for s in np.unique(stage[members]).tolist():
+        nodes = members[stage[members] == s]
+        loc = np.full(g.n, -1, dtype=np.int64)
+        loc[nodes] = np.arange(nodes.size)
+        preds = [[int(loc[u]) for u in g.preds(v).tolist() if loc[u] >= 0] for v in nodes.tolist()]
+        needed = items[nodes]
+        fixed = inputs[nodes]
+        if 0 <= s < L:
+            block = bs.block_nodes(s)
+            pos = np.full(g.n, -1, dtype=np.int64)
+            pos[block] = np.arange(block.size)
+            key = ("block", tuple(pos[nodes].tolist()), tuple(np.flatnonzero(needed).tolist()),
+                   tuple(np.flatnonzero(fixed).tolist()))
+            if not bs.same_costs:
+                key += (tuple(cost[nodes].tolist()),)
+        else:
+            key = ("stage", s)
+        if key in out:
+            out[key] = (out[key][0] + 1,) + out[key][1:]
+        else:
+            out[key] = (1, nodes, preds, needed, fixed)
+    return out
+
+
+def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = math.inf):
+    """The block bound at cut ``t`` (``None`` when stopped before any front)."""
+    from ..exact.bounds import cut_items
+
+    g = problem.graph
+    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
+    anc, items = cut_items(g, t)
+    cap = int(problem.budgets[0]) - int(g.bytes[t])
+    groups = _groups(problem, bs, t, anc, items)
+    fronts = []
+    fixed_bytes = 0
+    for count, nodes, preds, needed, fixed in groups.values():
+        if not needed.any():   # nothing of this group must survive the cut: it holds its inputs of t only
+            fixed_bytes += int(g.bytes[nodes][fixed].sum()) * count
+            continue
+        st = closure_staircase(nodes, preds, needed=needed, fixed=fixed, cost=cost[nodes], size=g.bytes[nodes],
+                               limits=limits, max_points=256, keep_open=True, resolution=1 / 64)
+        fronts.append((count, st))
+        if not st.points:
+            break
+    try:
+        if not fronts or not all(st.points for _, st in fronts):
+            return None
+        value, used = _allocate_bound([(c, st.bound_items()) for c, st in fronts], cap - fixed_bytes, limits)
+        done = 0
+        while done < rounds and value < enough:
+            # points chosen by the integer program whose range below is a coarse gap: solve them exactly
+            gaps = [(k, i) for k, i in used if fronts[k][1].points[i].covers_from < fronts[k][1].points[i].held]
+            if not gaps or limits.expired():
+                break
+            for k, i in sorted(gaps, key=lambda x: -x[1]):     # from the back: indices stay valid
+                fronts[k][1].refine(i, limits)
+            done += 1
+            if limits.expired():
+                break
+            again, used = _allocate_bound([(c, st.bound_items()) for c, st in fronts], cap - fixed_bytes, limits)
+            value = max(value, again)          # every round's dual bound is valid
+    finally:
+        for _, st in fronts:
+            st.close()
+    stats.setdefault("cuts", []).append({"node": int(t), "groups": len(groups), "kinds": len(fronts),
+                                         "refinements": done,
+                                         "solves": sum(st.stats.get("solves", 0) for _, st in fronts)})
+    return value
+
+
+def _allocate_bound(fronts, cap, limits):
+    """Dual bound of ``min sum cost`` choosing one item per group (counts per
+    kind) with ``sum memory <= cap`` (``inf`` when infeasible), and the items
+    of its best solution as ``(kind, item)`` pairs."""
+    from pyscipopt import quicksum
+
+    from ..exact.cut_models import scip_model
+
+    if not fronts:
+        return 0.0, []
+    if cap < 0:
+        return math.inf, []
+    m = scip_model("block_bound", 100_000, limits)
+    try:
+        scale = max([1e-30] + [abs(e) for _, pts in fronts for _, e in pts])
+        mem, var = [], {}
+        for k, (count, pts) in enumerate(fronts):
+            n = [m.addVar(vtype="I", lb=0, ub=count, obj=e / scale) for _, e in pts]
+            m.addCons(quicksum(n) == count)
+            mem += [(h, v) for (h, _), v in zip(pts, n, strict=True)]
+            var.update({(k, i): v for i, v in enumerate(n)})
+        m.addCons(quicksum(float(h) * v for h, v in mem) <= float(cap))
+        m.optimize()
+        if m.getStatus() == "infeasible":
+            return math.inf, []
+        db = m.getDualbound()
+        used = []
+        if m.getNSols():
+            sol = m.getBestSol()
+            used = [key for key, v in var.items() if m.getSolVal(sol, v) > 0.5]
+        return (max(0.0, float(db) * scale) if abs(db) < 1e19 else 0.0), used
+    finally:
+        m.free()
+
+
+def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts: int = 3,
+                      limits: Limits | None = None, target: float = math.inf) -> BlockBound:
+    """The block bound (module docstring) at the ``cuts`` nodes with the best
+    knapsack cut (screened by :func:`~hybrid_remat.exact.bounds.cut_lower_bound`);
+    the trivial bound when the graph has no repeated blocks.  It stops as
+    soon as it reaches ``target`` (e.g. a plan's time: then that plan is
+    optimal)."""
+    from ..exact.bounds import cut_lower_bound
+
+    limits = limits or Limits()
+    t0 = now()
+    base = float(np.asarray(problem.cost_matrix[0], dtype=np.float64).sum())
+    if not problem.is_single_device:
+        raise ValueError("the block bound covers single-device problems only")
+    bs = structure if structure is not None else detect_blocks(problem.graph)
+    stats: dict = {}
+    if bs is None:
+        return BlockBound(base, 0.0, -1, {"skipped": "no repeated blocks"})
+    left = limits.left()
+    screen = cut_lower_bound(problem, exact_nodes=0, limits=limits.share(0.3 * left) if math.isfinite(left) else limits)
+    per = screen.per_node
+    top = [t for t in np.argsort(-per, kind="stable")[:cuts].tolist() if per[t] > 0]
+    best, best_t = 0.0, -1
+    enough = target - base - 1e-9 * abs(target) if math.isfinite(target) else math.inf
+    for t in top:
+        if limits.expired() or best >= enough:
+            break
+        val = _cut_value(problem, bs, t, limits, stats, enough=enough)
+        if val is not None and val > best:
+            best, best_t = val, int(t)
+    stats["seconds"] = now() - t0
+    return BlockBound(base + best, best, best_t, stats)
+
+
+def blocks_applicable(problem, structure: BlockStructure | None = None) -> tuple[bool, str]:
+    """Single device, serial objective, at least two repeated blocks
+    (``structure``: the graph's, when already detected)."""
+    from ..exact.bounds import serial_single_device
+
+    ok, why = serial_single_device(problem)
+    if not ok:
+        return ok, why
+    bs = structure if structure is not None else detect_blocks(problem.graph)
+    if bs is None or bs.n_blocks < 2:
+        return False, "no repeated blocks"
+    return True, ""
+
+
+class RemembersBlocks:
+    """Detection once per graph: the structure of the last graph seen is kept
+    on the object (a component is asked ``applicable`` then run); the graph
+    itself only weakly."""
+
+    _seen: tuple = (None, None)
+
+    def structure(self, graph) -> BlockStructure | None:
+        """The graph's blocks (:func:`~hybrid_remat.blocks.detect.detect_blocks`)."""
+        import weakref
+
+        ref, bs = self._seen
+        if ref is None or ref() is not graph:
+            bs = detect_blocks(graph)
+            self._seen = (weakref.ref(graph), bs)
+        return bs
+
+
+class BlockBoundSource(RemembersBlocks, Bound):
+    """The block bound as a registered :class:`~hybrid_remat.interfaces.Bound`
+    (``block_bound``, scope: every plan); applicable to graphs with
+    repeated blocks."""
+
+    name = "block_bound"
+    version = "1"
+    capabilities = frozenset({"dag", "single_device", "needs_budget", "serial", "honours_limits", "deterministic"})
+    rank = 6.0
+    bound_scope = ALL_PLANS
+
+    def applicable(self, problem) -> tuple[bool, str]:
+        return blocks_applicable(problem, self.structure(problem.graph))
+
+    def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
+        bb = block_lower_bound(problem, structure=self.structure(problem.graph), limits=limits)
+        return BoundResult(bb.value, ALL_PLANS, {"extra": bb.extra, "node": bb.node, **bb.stats})

@@ -1,0 +1,105 @@
+"""Plans of the *keep-or-recompute-once* class: a forward pass that keeps a
+chosen set of values for the backward pass, which recomputes every other
+value it needs once, just in time.
+
+The class (used by the block solver, :mod:`hybrid_remat.blocks.solver`):
+every node is first computed in the reference order (forward phase, then
+backward phase).  A forward value in ``keep`` stays resident from its
+computation to its last use; any other forward value is freed after its last
+forward use and, if a backward node needs it, recomputed right before the
+first such node (its missing inputs first, recursively) and then kept to its
+last use.  So each value is computed at most twice and the plan is fixed by
+``keep``: its cost is the base cost plus the recomputed nodes' costs, its
+memory what the simulator counts for the minimal-memory plan of the compute
+sequence.
+
+Examples
+--------
+>>> import networkx as nx
+>>> from hybrid_remat.generators import training_graph
+>>> from hybrid_remat.problem import Problem
+>>> from hybrid_remat.simulate import simulate
+>>> g = training_graph(nx.path_graph(4, create_using=nx.DiGraph))
+>>> keep = np.zeros(g.n, dtype=bool); keep[[0, 2, 4]] = True   # f0, f2 and the loss
+>>> seq = keep_sequence(g, keep)
+>>> seq.tolist()            # f1 and f3 are recomputed before the backward nodes that read them
+[0, 1, 2, 3, 4, 3, 5, 6, 1, 7, 8]
+>>> plan = sequence_plan(g, seq, "cost")[0]
+>>> simulate(Problem.single(g, "100%"), plan).valid
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..heuristics.executor import sequence_plan_kernel
+from ..plan import Plan
+
+__all__ = ["keep_sequence", "sequence_plan", "keep_sequence_kernel"]
+
+
+@njit(cache=True)
+def keep_sequence_kernel(order, is_fwd, keep, pred_ptr, pred_idx):
+    """The compute sequence of ``keep`` (see the module docstring).
+
+    ``order``: every node once, forward nodes first (a topological order);
+    ``is_fwd``/``keep``: bool per node.  Returns ``(seq, recomputed)`` where
+    ``recomputed`` marks the nodes computed twice."""
+    n = pred_ptr.shape[0] - 1
+    state = np.zeros(n, dtype=np.int8)      # 0 not yet, 1 available, 2 computed and dropped
+    seq = np.empty(2 * n, dtype=np.int64)
+    rec = np.zeros(n, dtype=np.bool_)
+    stack = np.empty(2 * n + 2, dtype=np.int64)
+    k = 0
+    for i in range(order.shape[0]):
+        b = order[i]
+        if is_fwd[b]:
+            seq[k] = b
+            k += 1
+            state[b] = 1 if keep[b] else 2
+            continue
+        # backward node: make its inputs available (depth-first, inputs before their consumer)
+        top = 0
+        stack[top] = b
+        top += 1
+        while top > 0:
+            v = stack[top - 1]
+            pushed = False
+            for j in range(pred_ptr[v], pred_ptr[v + 1]):
+                u = pred_idx[j]
+                if state[u] == 2:
+                    stack[top] = u
+                    top += 1
+                    pushed = True
+                    break
+            if pushed:
+                continue
+            top -= 1
+            seq[k] = v
+            k += 1
+            if v != b:
+                rec[v] = True
+            state[v] = 1
+    return seq[:k].copy(), rec
+
+
+def keep_sequence(graph, keep, order=None) -> np.ndarray:
+    """The compute sequence of the plan that keeps ``keep`` (bool per node;
+    only forward nodes matter); ``order``: default the node order."""
+    is_fwd = np.asarray(graph.phase == 0)
+    if order is None:
+        order = np.concatenate([np.flatnonzero(is_fwd), np.flatnonzero(~is_fwd)])
+    seq, _ = keep_sequence_kernel(np.asarray(order, dtype=np.int64), is_fwd, np.asarray(keep, dtype=np.bool_),
+                                  graph.pred_ptr, graph.pred_idx)
+    return seq
+
+
+def sequence_plan(graph, seq, device: str = "gpu", meta: dict | None = None) -> tuple[Plan, int]:
+    """The minimal-memory plan of a compute sequence and its peak bytes."""
+    seq = np.ascontiguousarray(seq, dtype=np.int64)
+    op, node, peak = sequence_plan_kernel(seq, np.ones(seq.shape[0], dtype=np.bool_),
+                                          np.ascontiguousarray(graph.bytes, dtype=np.int64),
+                                          graph.pred_ptr, graph.pred_idx)
+    return Plan.single_device(op, node, device, meta), int(peak)

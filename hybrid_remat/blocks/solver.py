@@ -1,0 +1,388 @@
+"""The block solver: one exact trade-off per repeated block, combined across
+the chain of blocks into a whole plan (Rockmate's idea, with SCIP and the
+simulator).
+
+Plan class (:mod:`hybrid_remat.blocks.schedule`): every node is computed in
+the reference order; each stage (prologue, every block, epilogue) keeps a
+chosen set of its forward values for the backward pass and recomputes the
+others it needs once, just in time, from the held values and the block's
+inputs.  Values a block passes to later blocks' forward nodes (the residual
+stream) are always held, so a recomputation never reaches beyond its block.
+
+1. **Menus** (:func:`block_menus`): for one block of each kind (identical
+   blocks share one solve) and for the epilogue, SCIP gives the exact
+   ``(held, extra)`` Pareto front of its closure model
+   (:func:`~hybrid_remat.blocks.staircase.closure_staircase`).
+2. **Peaks inside** (:func:`probe`): each menu option is measured by the
+   simulator on the whole graph with every block taking that option: the
+   bytes a block adds to what later blocks see (``held``) and its peak above
+   what earlier blocks hold (``inside``: forward or backward, with its
+   recomputations).
+3. **Across blocks** (:func:`allocate`): block ``k`` runs with the bytes of
+   blocks ``0..k-1`` held, so the chain constraint is ``base + sum_{j<k}
+   held_j + inside_k <= B`` for every ``k`` and ``base + sum held +
+   inside(epilogue) <= B``.  For interchangeable blocks an order exists iff
+   it holds in the order of decreasing ``inside - held`` (an exchange
+   argument), so the chain DP over blocks becomes a small integer program
+   over how many blocks take each option (SCIP), whatever the depth.
+4. **Plan**: the keep set of the chosen options, its compute sequence and the
+   simulator.  When the simulated peak is over the budget (the measured
+   figures are per option, the chain mixes options) the budget of step 3
+   shrinks by the excess and the plan is rebuilt, a few times; when it is
+   well under, step 3 gets the room left once.
+
+It returns the best simulator-valid plan; it proves nothing by itself (the
+block bound, :mod:`hybrid_remat.blocks.bound`, does).
+
+Examples
+--------
+>>> import networkx as nx
+>>> from hybrid_remat.generators import training_graph
+>>> from hybrid_remat.problem import Problem
+>>> from hybrid_remat.simulate import simulate
+>>> fw = nx.DiGraph()
+>>> for i in range(14):
+...     fw.add_node(i, bytes=4 if i % 3 == 1 else 1, cost=1.0 + (i % 3))
+...     if i:
+...         fw.add_edge(i - 1, i)
+>>> p = Problem.single(training_graph(fw), "60%")
+>>> r = solve_blocks(p)
+>>> r.plan is not None and simulate(p, r.plan).valid
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..limits import Limits, now
+from ..simulate import simulate
+from .detect import BlockStructure, detect_blocks
+from .schedule import keep_sequence_kernel, sequence_plan
+from .staircase import closure_staircase
+
+__all__ = ["BlockMenus", "BlockResult", "block_menus", "probe", "measure_options", "allocate", "solve_blocks",
+           "keep_mask"]
+
+
+@dataclass
+class BlockMenus:
+    """Options per block kind: ``layer[i]`` (a bool mask over positions of a
+    block's forward part: held) and ``epilogue[i]`` (over the epilogue's
+    forward nodes), with their staircases' figures."""
+
+    layer: list
+    epilogue: list
+    layer_extra: list
+    epilogue_extra: list
+    complete: bool
+    stats: dict = field(default_factory=dict)
+
+
+@dataclass
+class BlockResult:
+    """What :func:`solve_blocks` found: the best valid plan (or ``None``), its
+    simulated objective, the options chosen and figures."""
+
+    plan: object
+    objective: float
+    choice: dict
+    stats: dict
+
+
+def _local(graph, nodes):
+    loc = np.full(graph.n, -1, dtype=np.int64)
+    loc[nodes] = np.arange(nodes.size)
+    preds = [[int(loc[u]) for u in graph.preds(v).tolist() if loc[u] >= 0] for v in nodes.tolist()]
+    return loc, preds
+
+
+def _staircase_of(problem, nodes, others_fwd, limits):
+    """The staircase of a stage's forward part: needed = read by a backward
+    node; held for sure = read by another stage's forward nodes."""
+    g = problem.graph
+    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
+    loc, preds = _local(g, nodes)
+    needed = np.zeros(nodes.size, dtype=bool)
+    fixed = np.zeros(nodes.size, dtype=bool)
+    for i, v in enumerate(nodes.tolist()):
+        s = g.succs(v)
+        needed[i] = bool((g.phase[s] != 0).any())
+        fixed[i] = bool(others_fwd[s].any())
+    return closure_staircase(nodes, preds, needed=needed, fixed=fixed, cost=cost[nodes], size=g.bytes[nodes],
+                             limits=limits)
+
+
+def _spread(points, k):
+    """At most ``k`` points, spread over the held range (extremes kept)."""
+    if len(points) <= k:
+        return list(points)
+    idx = np.unique(np.round(np.linspace(0, len(points) - 1, k)).astype(int))
+    return [points[i] for i in idx]
+
+
+def block_menus(problem, bs: BlockStructure, *, limits: Limits | None = None, max_options: int = 64) -> BlockMenus:
+    """The exact held/extra trade-offs of a block (the middle one stands for
+    all: the blocks share structure and sizes) and of the epilogue."""
+    limits = limits or Limits()
+    g = problem.graph
+    L = bs.n_blocks
+    k = L // 2
+    fwd_mask = g.phase == 0
+    others = fwd_mask.copy()
+    others[bs.fwd[k]] = False
+    st_layer = _staircase_of(problem, bs.fwd[k], others, limits.share(0.5 * limits.left())
+                             if math.isfinite(limits.left()) else limits)
+    epi = bs.epilogue[0]
+    others = fwd_mask.copy()
+    others[epi] = False
+    st_epi = _staircase_of(problem, epi, others, limits) if epi.size else None
+    lay = _spread(st_layer.points, max_options)
+    ep = _spread(st_epi.points, max_options) if st_epi is not None else []
+    return BlockMenus([p.x for p in lay], [p.x for p in ep], [p.extra for p in lay], [p.extra for p in ep],
+                      st_layer.complete and (st_epi is None or st_epi.complete),
+                      {"layer_points": len(st_layer.points), "epilogue_points": 0 if st_epi is None
+                       else len(st_epi.points), "solves": st_layer.stats["solves"]
+                       + (st_epi.stats["solves"] if st_epi is not None else 0)})
+
+
+def keep_mask(graph, bs: BlockStructure, layer_options, menus: BlockMenus, epi_option) -> np.ndarray:
+    """The keep set of a choice: every node held except the blocks' and the
+    epilogue's forward values their options drop."""
+    keep = np.ones(graph.n, dtype=bool)
+    for k, o in enumerate(layer_options):
+        keep[bs.fwd[k]] = menus.layer[o]
+    if epi_option is not None and bs.epilogue[0].size:
+        keep[bs.epilogue[0]] = menus.epilogue[epi_option]
+    return keep
+
+
+class _Arrays:
+    """Sequence and simulation of keep sets, with the stage of every step."""
+
+    def __init__(self, problem, bs: BlockStructure):
+        g = problem.graph
+        self.problem = problem
+        self.bs = bs
+        self.is_fwd = np.asarray(g.phase == 0)
+        self.order = np.concatenate([np.flatnonzero(self.is_fwd), np.flatnonzero(~self.is_fwd)]).astype(np.int64)
+
+    def plan(self, keep):
+        g = self.problem.graph
+        seq, rec = keep_sequence_kernel(self.order, self.is_fwd, keep, g.pred_ptr, g.pred_idx)
+        plan, peak = sequence_plan(g, seq, self.problem.primary.name, {"solver": "blocks"})
+        return plan, peak, rec
+
+
+def probe(problem, bs: BlockStructure, keep, arrays: _Arrays | None = None) -> dict:
+    """Figures of the plan of ``keep`` measured on its simulation, per block
+    ``k``: ``held[k]`` (what it adds to the bytes later blocks see) and
+    ``inside[k]`` (its peak, forward or backward with its recomputations,
+    above the bytes held before it), ``extra[k]`` (its recomputation time);
+    and ``base`` (bytes before the first block), ``inside_epilogue``,
+    ``extra_epilogue``, ``peak``."""
+    arrays = arrays or _Arrays(problem, bs)
+    plan, peak, rec = arrays.plan(keep)
+    sim = simulate(problem, plan, check_budget=False)
+    tl = sim.timeline[:, 0]
+    comp = np.flatnonzero(plan.op == 0)
+    nodes = plan.node[comp]
+    first = np.full(problem.graph.n, -1, dtype=np.int64)
+    last = np.full(problem.graph.n, -1, dtype=np.int64)
+    last[nodes] = comp                       # later writes win: last computation
+    first[nodes[::-1]] = comp[::-1]          # earlier writes win: first computation
+
+    def before(step):
+        return int(tl[step - 1]) if step > 0 else 0
+
+    L = bs.n_blocks
+    epi_f, epi_b = bs.epilogue
+    start = [int(first[bs.fwd[j][0]]) for j in range(L)]
+    epi_start = int(first[epi_f].min()) if epi_f.size else int(first[bs.fwd[L - 1]].max()) + 1
+    start.append(epi_start)
+    a = np.array([before(x) for x in start], dtype=np.int64)
+    ends = [int(last[bs.bwd[j]].max()) for j in range(L)]
+    epi_end = int(last[epi_b].max()) if epi_b.size else epi_start
+    inside = np.zeros(L, dtype=np.int64)
+    for k in range(L):
+        prev_end = ends[k + 1] if k + 1 < L else epi_end
+        fwd_peak = int(tl[start[k]:start[k + 1]].max())
+        bwd_peak = int(tl[prev_end + 1:ends[k] + 1].max()) if ends[k] > prev_end else 0
+        inside[k] = max(fwd_peak, bwd_peak) - a[k]
+    inside_e = int(tl[epi_start:epi_end + 1].max()) - int(a[L]) if epi_end >= epi_start else 0
+    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
+    extra = np.array([float(cost[bs.block_nodes(j)][rec[bs.block_nodes(j)]].sum()) for j in range(L)])
+    extra_epi = float(cost[epi_f][rec[epi_f]].sum()) if epi_f.size else 0.0
+    return {"base": int(a[0]), "held": np.diff(a), "inside": inside, "inside_epilogue": inside_e,
+            "peak": int(sim.peak_bytes[problem.primary.name]), "extra": extra, "extra_epilogue": extra_epi,
+            "plan": plan, "sim": sim}
+
+
+def measure_options(problem, bs: BlockStructure, menus: BlockMenus, *, arrays: _Arrays | None = None,
+                    limits: Limits | None = None) -> dict | None:
+    """``held``, ``inside`` and ``extra`` of every block option and
+    ``inside``/``extra`` of every epilogue option, from as few simulations as
+    the depth allows: the inner blocks of one probe take different options
+    (each measured where it sits, its worst figure kept), the first and last
+    block a neutral one.  ``None`` when ``limits`` stopped it."""
+    limits = limits or Limits()
+    arrays = arrays or _Arrays(problem, bs)
+    L = bs.n_blocks
+    n_opt = len(menus.layer)
+    mid = n_opt // 2
+    held = np.zeros(n_opt, dtype=np.int64)
+    inside = np.zeros(n_opt, dtype=np.int64)
+    extra = np.zeros(n_opt)
+    seen = np.zeros(n_opt, dtype=bool)
+    inner = list(range(1, L - 1)) if L >= 3 else list(range(L))
+    todo = list(range(n_opt))
+    base = None
+    while todo:
+        if limits.expired():
+            return None
+        options = [mid] * L
+        placed = {}
+        for pos, o in zip(inner, todo, strict=False):
+            options[pos] = o
+            placed.setdefault(o, []).append(pos)
+        todo = todo[len(placed):]
+        f = probe(problem, bs, keep_mask(problem.graph, bs, options, menus, 0 if menus.epilogue else None), arrays)
+        base = f["base"] if base is None else base
+        for o, ks in placed.items():
+            held[o] = max(int(f["held"][ks].max()), held[o] if seen[o] else 0)
+            inside[o] = max(int(f["inside"][ks].max()), inside[o] if seen[o] else 0)
+            extra[o] = float(f["extra"][ks].mean())
+            seen[o] = True
+    epi_inside, epi_extra = [], []
+    for e in range(len(menus.epilogue)):
+        if limits.expired():
+            return None
+        f = probe(problem, bs, keep_mask(problem.graph, bs, [mid] * L, menus, e), arrays)
+        epi_inside.append(f["inside_epilogue"])
+        epi_extra.append(f["extra_epilogue"])
+    return {"base": base, "held": held, "inside": inside, "extra": extra, "epi_inside": epi_inside,
+            "epi_extra": epi_extra}
+
+
+def allocate(L: int, held, inside, extra, epi_inside, epi_extra, capacity: float, *, limits: Limits | None = None):
+    """How many of ``L`` interchangeable blocks take each option, and the
+    epilogue's option, at least extra time subject to the chain constraint
+    (module docstring, step 3) within ``capacity`` bytes (SCIP).
+
+    Returns ``(counts, epilogue_option, order)`` with ``order`` the options
+    in the order blocks take them (decreasing ``inside - held``), or ``None``
+    when nothing fits."""
+    from pyscipopt import quicksum
+
+    from ..exact.cut_models import scip_model
+
+    limits = limits or Limits()
+    held = np.asarray(held, dtype=np.float64)
+    inside = np.asarray(inside, dtype=np.float64)
+    order = np.argsort(-(inside - held), kind="stable")
+    unit = max(1.0, capacity / 1e6)
+    m = scip_model("blocks_allocate", 1_000_000, limits)
+    try:
+        escale = max([1e-30, *np.abs(extra).tolist(), *np.abs(epi_extra).tolist()])
+        n = {o: m.addVar(vtype="I", lb=0, ub=L, obj=float(extra[o]) / escale) for o in order.tolist()}
+        y = {o: m.addVar(vtype="B") for o in order.tolist()}
+        z = [m.addVar(vtype="B", obj=float(e) / escale) for e in epi_extra]
+        m.addCons(quicksum(n.values()) == L)
+        cap = capacity / unit
+        prefix = []
+        for o in order.tolist():
+            m.addCons(n[o] <= L * y[o])
+            m.addCons(y[o] <= n[o])
+            m.addCons(quicksum(held[p] / unit * n[p] for p in prefix) + held[o] / unit * n[o]
+                      + (inside[o] - held[o]) / unit * y[o] <= cap)
+            prefix.append(o)
+        if z:
+            m.addCons(quicksum(z) == 1)
+            m.addCons(quicksum(held[p] / unit * n[p] for p in prefix)
+                      + quicksum(float(epi_inside[i]) / unit * z[i] for i in range(len(z))) <= cap)
+        m.optimize()
+        if m.getNSols() == 0:
+            return None
+        sol = m.getBestSol()
+        counts = {o: int(round(m.getSolVal(sol, n[o]))) for o in order.tolist()}
+        epi = int(np.argmax([m.getSolVal(sol, v) for v in z])) if z else None
+        return counts, epi, order.tolist()
+    finally:
+        m.free()
+
+
+def _assign(counts, order):
+    out = []
+    for o in order:
+        out += [o] * counts.get(o, 0)
+    return out
+
+
+def solve_blocks(problem, *, limits: Limits | None = None, structure: BlockStructure | None = None,
+                 on_incumbent=None, max_rounds: int = 8) -> BlockResult:
+    """The block solver (module docstring).  ``on_incumbent(plan, source)``
+    is called with every better valid plan."""
+    limits = limits or Limits()
+    t0 = now()
+    stats: dict = {}
+    bs = structure if structure is not None else detect_blocks(problem.graph)
+    if bs is None or bs.n_blocks < 2:
+        return BlockResult(None, math.inf, {}, {"skipped": "no repeated blocks"})
+    menus = block_menus(problem, bs, limits=limits.share(0.4 * limits.left()) if math.isfinite(limits.left())
+                        else limits)
+    stats["menu_s"] = now() - t0
+    stats.update(menus.stats)
+    if not menus.layer:
+        return BlockResult(None, math.inf, {}, {**stats, "skipped": "no block option"})
+    arrays = _Arrays(problem, bs)
+    L = bs.n_blocks
+    fig = measure_options(problem, bs, menus, arrays=arrays, limits=limits)
+    stats["probe_s"] = now() - t0 - stats["menu_s"]
+    if fig is None:
+        return BlockResult(None, math.inf, {}, {**stats, "stopped": "limits"})
+    B = int(problem.budgets[0])
+    held, inside, extra = fig["held"], fig["inside"], fig["extra"]
+    epi_inside, epi_extra = fig["epi_inside"], fig["epi_extra"]
+    base = fig["base"]
+    best = BlockResult(None, math.inf, {}, stats)
+    capacity = float(B - base)
+    rounds = []
+    raised = False
+    for _ in range(max_rounds):
+        if limits.expired() or capacity <= 0:
+            break
+        got = allocate(L, held, inside, extra, epi_inside, epi_extra, capacity, limits=limits)
+        if got is None:
+            if rounds:
+                break
+            # the measured figures leave no room: try the least memory everywhere once
+            least = int(np.argmin(np.asarray(held) + np.asarray(inside)))
+            got = ({least: L}, int(np.argmin(epi_inside)) if epi_inside else None, [least])
+        counts, epi, order = got
+        options = _assign(counts, order)
+        keep = keep_mask(problem.graph, bs, options, menus, epi)
+        plan, peak, _ = arrays.plan(keep)
+        sim = simulate(problem, plan)
+        rounds.append({"capacity": capacity, "peak": peak, "valid": sim.valid,
+                       "tdi_pct": sim.tdi_pct, "counts": {int(k): v for k, v in counts.items() if v}})
+        if sim.valid:
+            value = problem.objective.value(sim)
+            if value < best.objective:
+                best = BlockResult(plan, value, {"counts": counts, "epilogue": epi}, stats)
+                if on_incumbent is not None:
+                    on_incumbent(plan, "blocks")
+            if raised or B - peak <= 1e-3 * B:
+                break
+            raised = True           # the measured figures were pessimistic: once, use the room left
+            capacity += B - peak
+            continue
+        if raised:
+            break
+        capacity -= max(1, peak - B)
+    stats["rounds"] = rounds
+    stats["seconds"] = now() - t0
+    best.stats = stats
+    return best

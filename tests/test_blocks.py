@@ -1,0 +1,195 @@
+"""Repeated blocks: detection finds the layers of repeat_layers graphs; the
+block staircase is the exact Pareto front; the block bound never exceeds the
+all-plans optimum; the block solver's plans pass the simulator and agree with
+the brute-force and flat (staged Checkmate) optima on small repeated graphs."""
+
+import itertools
+import pathlib
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from hybrid_remat import plugins
+from hybrid_remat.blocks import BlocksFormulation, block_lower_bound, detect_blocks, solve_blocks
+from hybrid_remat.blocks.staircase import closure_staircase
+from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
+from hybrid_remat.exact.bounds import cut_lower_bound
+from hybrid_remat.exact.brute import brute_force_optimum
+from hybrid_remat.generators import random_dag, repeat_layers, training_graph
+from hybrid_remat.limits import Limits
+from hybrid_remat.loaders import load_graph
+from hybrid_remat.problem import Problem
+from hybrid_remat.simulate import simulate
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return load_graph(str(ROOT / "datasets" / "llama_8l_b4_s512.json.gz"))
+
+
+def _tiny(seed):
+    """A stem and two blocks of (wide, narrow), random sizes and costs per
+    position, as a training graph (11 nodes: brute force works)."""
+    rng = np.random.default_rng(seed)
+    pb, pc = rng.integers(1, 6, 2), rng.integers(1, 5, 2).astype(float)
+    fw = nx.DiGraph()
+    for v in range(5):
+        j = 0 if v % 2 else 1
+        fw.add_node(v, bytes=int(pb[j]), cost=float(pc[j]))
+        if v:
+            fw.add_edge(v - 1, v)
+    return training_graph(fw)
+
+
+def _chain_of_blocks(n_blocks, seed=3):
+    """A stem, ``n_blocks`` blocks of three nodes with a skip edge inside, a head."""
+    rng = np.random.default_rng(seed)
+    pb, pc = rng.integers(1, 9, 3), rng.integers(1, 9, 3).astype(float)
+    fw = nx.DiGraph()
+    for v in range(3 * n_blocks + 2):
+        j = (v - 1) % 3 if 1 <= v <= 3 * n_blocks else 2
+        fw.add_node(v, bytes=int(pb[j]), cost=float(pc[j]))
+        if v:
+            fw.add_edge(v - 1, v)
+        if 2 <= v <= 3 * n_blocks and (v - 1) % 3 == 2:
+            fw.add_edge(v - 2, v)
+    return training_graph(fw)
+
+
+@pytest.mark.parametrize("layers", [2, 3, 12])
+def test_detection_finds_the_layers_of_repeat_layers(llama, layers):
+    g = repeat_layers(llama, layers)
+    bs = detect_blocks(g)
+    assert bs is not None and bs.n_blocks == layers and bs.same_costs
+    ops = g.meta["op"]
+    # every block holds the same ops at the same positions, forward then backward, one layer each
+    for k in range(layers):
+        assert [ops[v] for v in bs.fwd[k]] == [ops[v] for v in bs.fwd[0]]
+        assert [ops[v] for v in bs.bwd[k]] == [ops[v] for v in bs.bwd[0]]
+    assert bs.fwd.shape[1] + bs.bwd.shape[1] == (repeat_layers(llama, layers + 1).n - g.n)
+    # blocks follow each other in the forward phase; their backward parts run in reverse order
+    assert (np.diff(bs.fwd[:, 0]) == bs.fwd.shape[1]).all()
+    assert (np.diff(bs.bwd[:, 0]) == -bs.bwd.shape[1]).all()
+    assert (bs.stage[bs.fwd[1]] == 1).all() and (bs.stage[bs.prologue[0]] == -1).all()
+
+
+def test_detection_of_the_original_layers_and_of_no_repetition(llama):
+    bs = detect_blocks(llama)                  # measured costs differ from layer to layer
+    assert bs.n_blocks == 8 and not bs.same_costs
+    assert detect_blocks(random_dag(10, seed=1)) is None      # no backward phase
+    assert detect_blocks(_chain_of_blocks(4)).n_blocks == 4
+
+
+def test_staircase_is_the_exact_pareto_front():
+    """Checked against enumeration of every held set on a random block."""
+    rng = np.random.default_rng(0)
+    k = 7
+    preds = [[j for j in range(i) if rng.random() < 0.4] for i in range(k)]
+    needed = rng.random(k) < 0.6
+    cost, size = rng.integers(1, 9, k).astype(float), rng.integers(1, 6, k)
+
+    def least_extra(cap):
+        best = np.inf
+        for xs in itertools.product([0, 1], repeat=k):
+            x = np.array(xs, bool)
+            if size[x].sum() > cap:
+                continue
+            r = needed & ~x      # recompute what is needed and not held, then the missing inputs
+            changed = True
+            while changed:
+                changed = False
+                for i in np.flatnonzero(r):
+                    for j in preds[i]:
+                        if not x[j] and not r[j]:
+                            r[j] = changed = True
+            best = min(best, cost[r].sum())
+        return best
+
+    st = closure_staircase(np.arange(k), preds, needed=needed, cost=cost, size=size, resolution=0)
+    assert st.complete and len(st.points) >= 3
+    held = [p.held for p in st.points]
+    extra = [p.extra for p in st.points]
+    assert held == sorted(held, reverse=True) and extra == sorted(extra)
+    for p in st.points:
+        assert p.extra == pytest.approx(least_extra(p.held)) == pytest.approx(p.extra_bound)
+        assert size[p.x].sum() == p.held and cost[p.r].sum() == pytest.approx(p.extra)
+        for cap in range(p.covers_from, p.query + 1):       # every budget the point covers
+            assert least_extra(cap) >= p.extra_bound - 1e-9
+    assert least_extra(st.points[-1].covers_from - 1) == np.inf
+
+
+@pytest.mark.parametrize("seed", [3, 7, 8])
+def test_block_bound_and_plan_agree_with_brute_force(seed):
+    g = _tiny(seed)
+    assert detect_blocks(g).n_blocks == 2
+    found = optimal = tight = 0
+    budgets = range(min_feasible_budget(g), keep_all_peak(g) + 1)
+    for B in budgets:
+        p = Problem.single(g, B)
+        opt = brute_force_optimum(p)
+        lb = block_lower_bound(p)
+        assert p.base_cost - 1e-9 <= lb.value <= opt + 1e-9
+        assert lb.value <= cut_lower_bound(p).value + 1e-9      # a relaxation of the chains cut
+        tight += lb.value == pytest.approx(opt)
+        r = solve_blocks(p)
+        if r.plan is not None:
+            sim = simulate(p, r.plan)
+            assert sim.valid and sim.total_time == pytest.approx(r.objective) and r.objective >= opt - 1e-9
+            found += 1
+            optimal += r.objective == pytest.approx(opt)
+    assert found >= 3 and optimal >= found - 1 and tight >= len(budgets) // 2
+
+
+def test_blocks_formulation_proves_the_optimum_over_every_plan():
+    """A stem, 5 blocks with a skip edge, a head (35 nodes): the plan reaches
+    the block bound, so it is optimal over every plan (the flat staged model
+    needs 7-15 s for the same values, see the slow test)."""
+    g = _chain_of_blocks(5)
+    lo, hi = min_feasible_budget(g), keep_all_peak(g)
+    got = []
+    for f in (0.4, 0.6, 0.8):
+        p = Problem.single(g, int(lo + f * (hi - lo)))
+        r = BlocksFormulation().solve(p)
+        assert simulate(p, r.plan).valid
+        assert r.status == "optimal" and r.objective == pytest.approx(r.lower_bound)
+        assert r.lower_bound <= cut_lower_bound(p).value + 1e-9
+        got.append(r.objective)
+    assert got == [215.0, 213.0, 211.0]
+
+
+@pytest.mark.slow
+def test_blocks_agree_with_the_flat_staged_model():
+    from hybrid_remat.exact.checkmate import CheckmateFormulation
+
+    g = _chain_of_blocks(5)
+    lo, hi = min_feasible_budget(g), keep_all_peak(g)
+    for f in (0.4, 0.8):
+        p = Problem.single(g, int(lo + f * (hi - lo)))
+        flat = CheckmateFormulation().solve(p, node_limit=20_000)
+        blocks = BlocksFormulation().solve(p)
+        assert flat.status == "optimal" and blocks.objective == pytest.approx(flat.objective)
+
+
+def test_blocks_on_a_llama_like_graph(llama):
+    """Four llama layers at 50 %: a valid plan within a fraction of a percent of
+    the cut bound; stopping early (expired limits) returns without a plan."""
+    g = repeat_layers(llama, 4)
+    p = Problem.single(g, "50%")
+    r = solve_blocks(p)
+    sim = simulate(p, r.plan)
+    assert sim.valid and sim.peak_bytes["gpu"] <= p.budgets[0]
+    lb = block_lower_bound(p, cuts=1)
+    assert lb.value <= r.objective and (r.objective - lb.value) / r.objective < 0.005
+    stopped = solve_blocks(p, limits=Limits(deadline=0.0))
+    assert stopped.plan is None
+
+
+def test_registered():
+    assert "blocks" in plugins.formulations()
+    assert {"cut_bound", "block_bound"} <= set(plugins.bounds())
+    p = Problem.single(_tiny(3), 14)
+    res = plugins.bounds()["block_bound"].bound(p, limits=Limits(nodes=1000))
+    assert res.scope == "all plans" and res.value == pytest.approx(brute_force_optimum(p))
