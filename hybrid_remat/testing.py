@@ -111,8 +111,18 @@ def _training9() -> Graph:
     return generators.training_graph(fwd, name="training9")
 
 
+def _blocks13() -> Graph:
+    """A stem, two identical (wide, narrow) blocks and a head, with its backward pass: repeated blocks."""
+    fwd = nx.DiGraph()
+    for i, (b, c) in enumerate([(2, 1.0), (4, 2.0), (1, 1.0), (4, 2.0), (1, 1.0), (1, 1.0)]):
+        fwd.add_node(i, bytes=b, cost=c)
+        if i:
+            fwd.add_edge(i - 1, i)
+    return generators.training_graph(fwd, name="blocks13")
+
+
 def standard_instances(*, multi_device: bool = True, makespan: bool = False) -> list[Instance]:
-    """The battery's problems (small: at most 10 nodes each).
+    """The battery's problems (small: at most 13 nodes each; one with repeated blocks).
 
     Tight budgets are the smallest feasible ones (a node with its inputs);
     the witness plans that reach them were found by exhaustive search over
@@ -125,7 +135,8 @@ def standard_instances(*, multi_device: bool = True, makespan: bool = False) -> 
     tr = _training9()
     rd = generators.random_dag(10, p=0.3, seed=3)
     for g, tight_seq in ((ch, None), (tr, [0, 1, 2, 3, 4, 5, 6, 0, 1, 7, 0, 8]),
-                         (rd, [0, 1, 2, 5, 4, 6, 7, 0, 3, 8, 1, 4, 9])):
+                         (rd, [0, 1, 2, 5, 4, 6, 7, 0, 3, 8, 1, 4, 9]),
+                         (_blocks13(), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1, 11, 12])):
         peak = keep_all_peak(g)
         out.append(Instance(f"{g.name}@100%", Problem.single(g, peak), keep_all_plan(g, "cost"), True))
         if tight_seq is not None:
