@@ -213,6 +213,8 @@ def test_plans_are_frontier_ordered_for_milp_warm_starts():
     for g, pct in ((random_layered(40, seed=8), "85%"), (_random_training_graph(6, 0.3, 2), "70%")):
         p = Problem.single(g, max(_budget(g, 0.0), int(float(pct[:-1]) / 100 * keep_all_peak(g))))
         for h in HEURISTICS:
+            if h.name == "staged_evict":
+                continue  # its memory-greedy-order variant is staged in another order (it says so)
             plan = h.run(p)
             if plan is not None:
                 R, S = rs_from_plan(g, plan)
