@@ -15,6 +15,10 @@ graph ("AP"; :func:`articulation_points`, with the placeholder source and
 sink Checkmate adds, and without Checkmate's master-branch bug that made
 every node an articulation point).
 
+Cost.  Building a plan is linear (drop schedule and articulation points are
+kernels); Chen's greedy sweeps 60 budgets, each a linear executor run, and
+stops the sweep when its limits run out.
+
 Examples
 --------
 >>> from hybrid_remat.generators import training_graph
@@ -31,7 +35,6 @@ from __future__ import annotations
 
 import math
 
-import networkx as nx
 import numpy as np
 from numba import njit
 
@@ -51,6 +54,56 @@ def forward_nodes(graph) -> np.ndarray:
     return fwd if fwd.size and fwd.size < graph.n else np.arange(graph.n)
 
 
+@njit(cache=True)
+def _articulation_kernel(adj_ptr, adj):
+    """Articulation points of an undirected graph (CSR, no parallel edges):
+    an iterative Hopcroft-Tarjan depth-first search over every component."""
+    n = adj_ptr.shape[0] - 1
+    disc = np.full(n, -1, dtype=np.int64)
+    low = np.zeros(n, dtype=np.int64)
+    parent = np.full(n, -1, dtype=np.int64)
+    it = adj_ptr[:n].copy()
+    stack = np.empty(n, dtype=np.int64)
+    is_ap = np.zeros(n, dtype=np.bool_)
+    clock = 0
+    for s in range(n):
+        if disc[s] >= 0:
+            continue
+        disc[s] = clock
+        low[s] = clock
+        clock += 1
+        top = 0
+        stack[0] = s
+        root_children = 0
+        while top >= 0:
+            v = stack[top]
+            if it[v] < adj_ptr[v + 1]:
+                w = adj[it[v]]
+                it[v] += 1
+                if disc[w] < 0:
+                    parent[w] = v
+                    disc[w] = clock
+                    low[w] = clock
+                    clock += 1
+                    top += 1
+                    stack[top] = w
+                    if v == s:
+                        root_children += 1
+                elif w != parent[v] and disc[w] < low[v]:
+                    low[v] = disc[w]
+            else:
+                top -= 1
+                p = parent[v]
+                if p >= 0:
+                    if low[v] < low[p]:
+                        low[p] = low[v]
+                    if p != s and low[v] >= disc[p]:
+                        is_ap[p] = True
+        if root_children > 1:
+            is_ap[s] = True
+    return is_ap
+
+
 def articulation_points(graph) -> np.ndarray:
     """Articulation points of the undirected forward graph, sorted.
 
@@ -58,21 +111,27 @@ def articulation_points(graph) -> np.ndarray:
     and a placeholder sink joined to the last one are added, so a node
     qualifies only if removing it separates the start from the end (or cuts
     off some other part).  The placeholders themselves are never returned.
+    Linear time (:func:`_articulation_kernel`).
     """
     fwd = forward_nodes(graph)
     if fwd.size == 0:
         return fwd
-    is_fwd = np.zeros(graph.n, dtype=bool)
+    n = graph.n
+    is_fwd = np.zeros(n, dtype=bool)
     is_fwd[fwd] = True
-    und = nx.Graph()
-    und.add_nodes_from(fwd.tolist())
-    for u, v in graph.edges().tolist():
-        if is_fwd[u] and is_fwd[v]:
-            und.add_edge(u, v)
-    und.add_edge(-1, int(fwd[0]))
-    und.add_edge(int(fwd[-1]), -2)
-    aps = sorted(int(v) for v in nx.articulation_points(und) if v >= 0)
-    return np.asarray(aps, dtype=np.int64)
+    e = graph.edges()
+    e = e[is_fwd[e[:, 0]] & is_fwd[e[:, 1]]] if len(e) else np.zeros((0, 2), dtype=np.int64)
+    src, sink = n, n + 1  # the placeholders
+    extra = np.array([[src, int(fwd[0])], [int(fwd[-1]), sink]], dtype=np.int64)
+    e = np.concatenate([e.astype(np.int64), extra])
+    both = np.concatenate([e, e[:, ::-1]])
+    order = np.lexsort((both[:, 1], both[:, 0]))
+    both = both[order]
+    ptr = np.zeros(n + 3, dtype=np.int64)
+    np.add.at(ptr, both[:, 0] + 1, 1)
+    np.cumsum(ptr, out=ptr)
+    is_ap = _articulation_kernel(ptr, np.ascontiguousarray(both[:, 1]))
+    return np.flatnonzero(is_ap[:n] & is_fwd).astype(np.int64)
 
 
 @njit(cache=True)

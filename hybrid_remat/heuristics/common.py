@@ -27,11 +27,15 @@ from .executor import SCORE_NAMES, STATUS_OK, STATUS_WORK_SPENT, execute_kernel
 
 __all__ = [
     "GraphArrays", "ExecResult", "score_code", "run_executor", "plan_from_sequence", "sequence_of_plan",
-    "prune_sequence", "finish", "empty_drop", "WorkMeter", "MAX_SCAN", "EXEC_RATE", "PRUNE_RATE",
+    "prune_sequence", "finish", "empty_drop", "WorkMeter", "SCAN_ALL", "SAMPLE", "EXEC_RATE",
+    "PRUNE_RATE",
 ]
 
-#: eviction candidates scored per eviction (all residents up to this many, else a seeded sample)
-MAX_SCAN = 4096
+#: eviction candidates scored per eviction (time-dependent scores): every resident value while there are at
+#: most SCAN_ALL, else SAMPLE drawn at random (seeded).  Measured at 10k-100k nodes: a sample of 256 plans as
+#: well as a full scan (benchmarks/results/heuristic_scaling.md)
+SCAN_ALL = 2048
+SAMPLE = 256
 #: executor work units (steps and scored candidates) per second, measured conservatively
 #: (``benchmarks/heuristic_scaling.py``)
 EXEC_RATE = 2e7
@@ -161,7 +165,8 @@ def empty_drop(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_executor(a: GraphArrays, *, score="dtr_eq", weights=None, drop=None, allow_evict=True, seed=0,
-                 budget=None, max_steps=None, max_scan: int = MAX_SCAN, work: int = UNLIMITED_WORK) -> ExecResult:
+                 budget=None, max_steps=None, scan_all: int = SCAN_ALL, sample: int = SAMPLE,
+                 work: int = UNLIMITED_WORK) -> ExecResult:
     """Run :func:`~hybrid_remat.heuristics.executor.execute_kernel` and
     return the compute sequence it produced (``work``: its work budget)."""
     n = a.n
@@ -171,7 +176,8 @@ def run_executor(a: GraphArrays, *, score="dtr_eq", weights=None, drop=None, all
     steps = max_steps if max_steps is not None else 10 * n + 1000
     status, op, node, peak, total, used = execute_kernel(
         a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(b), dptr, didx, w,
-        score_code(score), bool(allow_evict), int(seed), int(steps), int(max_scan), np.int64(work),
+        score_code(score), bool(allow_evict), int(seed), int(steps), int(scan_all), int(sample),
+        np.int64(work),
     )
     seq = node[op == OP_COMPUTE].copy()
     return ExecResult(int(status), seq, float(total), int(peak), int(used))

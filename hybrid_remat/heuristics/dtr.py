@@ -11,9 +11,10 @@ know each value's next reader (``"next_use"``, ``"next_use_eq"``,
 ``"next_use_full"``: cost of every ancestor that would have to be
 recomputed at the next use).  The compute sequence is then pruned of
 recomputations the budget does not need.  Deterministic for a seed and a
-work budget; an eviction scores at most ``max_scan`` candidates (a seeded
-sample when more values are resident), so a run is near-linear in the graph
-size.
+work budget.  ``lru`` and ``size`` pick their victims from a heap; the
+other scores score every resident value while there are at most
+``scan_all`` of them, else a seeded sample of ``sample``, so a run is
+near-linear in the graph size.
 
 Examples
 --------
@@ -29,7 +30,7 @@ True
 from __future__ import annotations
 
 from ..interfaces import Heuristic
-from .common import MAX_SCAN, GraphArrays, WorkMeter, finish, score_code
+from .common import SAMPLE, SCAN_ALL, GraphArrays, WorkMeter, finish, score_code
 
 __all__ = ["DTR"]
 
@@ -45,29 +46,31 @@ class DTR(Heuristic):
         Drop recomputations the budget does not need afterwards.
     name : str, optional
         Registered name (default ``"dtr_<score>"``).
-    max_scan : int
+    scan_all, sample : int
         Eviction candidates scored per eviction (every resident value up to
-        this many, else a seeded sample of this many).
+        ``scan_all``, else a seeded sample of ``sample``).
     """
 
     version = "2"
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
 
     def __init__(self, score: str = "dtr_eq", *, prune: bool = True, name: str | None = None, rank: float = 2.0,
-                 max_scan: int = MAX_SCAN):
+                 scan_all: int = SCAN_ALL, sample: int = SAMPLE):
         score_code(score)
         self.score = score
         self.prune = prune
         self.name = name or f"dtr_{score}"
         self.rank = rank
-        self.max_scan = int(max_scan)
+        self.scan_all = int(scan_all)
+        self.sample = int(sample)
 
     def run(self, problem, *, seed: int = 0, limits=None):
         """A plan, or ``None`` when eviction fails or ``limits`` run out
         before the schedule is complete (a partial prune still counts)."""
         a = GraphArrays.from_problem(problem)
         meter = WorkMeter(limits)
-        res = meter.execute(a, score=self.score, seed=seed, max_scan=self.max_scan)
+        res = meter.execute(a, score=self.score, seed=seed, scan_all=self.scan_all,
+                            sample=self.sample)
         if not res.ok:
             return None
         seq = meter.prune(a, res.seq) if self.prune else res.seq

@@ -9,12 +9,16 @@ value right after a given node of the reference order (checkpoint
 heuristics drop non-checkpointed values after their last use inside their
 segment).
 
-Cost.  The resident values are kept in a list; a victim is the best of all
-of them while they are at most ``max_scan``, else the best of ``max_scan``
-drawn at random (seeded; DTR's own sampling), so an eviction costs
-``O(min(resident, max_scan))`` score evaluations and a run is near-linear
-in the graph size.  A work budget (one unit per step and per scored
-candidate) bounds the run: ``STATUS_WORK_SPENT`` with the sequence so far.
+Cost.  Scores that only change when their value is used (``lru``,
+``size``) keep the resident values in a heap (lazy deletion): the victim is
+exact and costs ``O(log n)``.  For the others (they change with time) the
+resident values are kept in a list; a victim is the best of all of them
+while they are at most ``scan_all``, else the best of ``sample`` drawn at
+random (seeded; DTR's own sampling), so an eviction costs
+``O(min(resident, scan_all))`` score evaluations and a run is near-linear
+in the graph size.  A work budget (one unit per step, per scored candidate
+and per heap entry taken) bounds the run: ``STATUS_WORK_SPENT`` with the
+sequence so far.
 
 The kernels take numpy arrays (int64 / float64 / bool).  The minimal-memory
 plan of the compute sequence they produce is
@@ -161,6 +165,58 @@ def _res_remove(res_list, res_at, n_res, u):
 
 
 @njit(cache=True)
+def _heap_less(hk, hu, i, j):
+    return hk[i] < hk[j] or (hk[i] == hk[j] and hu[i] < hu[j])
+
+
+@njit(cache=True)
+def _heap_swap(hk, hu, hv, i, j):
+    hk[i], hk[j] = hk[j], hk[i]
+    hu[i], hu[j] = hu[j], hu[i]
+    hv[i], hv[j] = hv[j], hv[i]
+
+
+@njit(cache=True)
+def _heap_push(hk, hu, hv, hn, key, u, ver):
+    """Push ``(key, u)`` (version ``ver``); returns the arrays (grown when
+    full) and the new size."""
+    if hn >= hk.shape[0]:
+        hk = _grow(hk, hn)
+        hu = _grow(hu, hn)
+        hv = _grow(hv, hn)
+    hk[hn] = key
+    hu[hn] = u
+    hv[hn] = ver
+    i = hn
+    while i > 0:
+        par = (i - 1) // 2
+        if not _heap_less(hk, hu, i, par):
+            break
+        _heap_swap(hk, hu, hv, i, par)
+        i = par
+    return hk, hu, hv, hn + 1
+
+
+@njit(cache=True)
+def _heap_pop(hk, hu, hv, hn):
+    """Remove the smallest entry (moved to index ``hn - 1``); returns the new size."""
+    hn -= 1
+    _heap_swap(hk, hu, hv, 0, hn)
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= hn:
+            break
+        if c + 1 < hn and _heap_less(hk, hu, c + 1, c):
+            c += 1
+        if not _heap_less(hk, hu, c, i):
+            break
+        _heap_swap(hk, hu, hv, i, c)
+        i = c
+    return hn
+
+
+@njit(cache=True)
 def _score(u, t, clock, score_kind, bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, n, resident, evicted,
            parent, cls_cost, roots, stamp, mark, work, big, last_use, last_access, next_ptr, support, remaining):
     """Eviction score of resident ``u`` (lower: evict first) before target ``t``."""
@@ -194,7 +250,7 @@ def _score(u, t, clock, score_kind, bytes_, cost, pred_ptr, pred_idx, succ_ptr, 
 
 @njit(cache=True)
 def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, drop_ptr, drop_idx, weights,
-                   score_kind, allow_evict, seed, max_steps, max_scan, work_budget):
+                   score_kind, allow_evict, seed, max_steps, scan_all, sample, work_budget):
     """Run nodes ``0..n-1`` as targets under ``budget`` with on-demand recomputation.
 
     Parameters
@@ -217,9 +273,10 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
         Seeds the tiny random tie-breaking noise and the sampling.
     max_steps : int
         Give up (``STATUS_STEP_LIMIT``) beyond this many steps.
-    max_scan : int
-        Candidates scored per eviction: every resident value while there are
-        at most this many, else this many drawn at random.
+    scan_all, sample : int
+        Candidates scored per eviction (time-dependent scores): every
+        resident value while there are at most ``scan_all``, else ``sample``
+        drawn at random.
     work_budget : int
         Give up (``STATUS_WORK_SPENT``) after this many work units (steps
         plus scored candidates).
@@ -258,6 +315,13 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
             last_use[v] = succ_idx[succ_ptr[v + 1] - 1]
     out_op = np.empty(4 * n + 16, dtype=np.int8)
     out_node = np.empty(4 * n + 16, dtype=np.int64)
+    static = score_kind == SCORE_LRU or score_kind == SCORE_SIZE  # keys change only on use: a heap
+    hk = np.empty(n + 16, dtype=np.float64)
+    hu = np.empty(n + 16, dtype=np.int64)
+    hv = np.empty(n + 16, dtype=np.int64)
+    hn = 0
+    ver = np.zeros(n, dtype=np.int64)
+    aside = np.empty(n + 1, dtype=np.int64)
     k = 0
     mem = 0
     peak = 0
@@ -289,29 +353,33 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                     return STATUS_OVER_BUDGET, out_op[:k], out_node[:k], peak, total, used
                 best = -1
                 best_score = np.inf
-                sample = n_res > max_scan
-                n_try = max_scan if sample else n_res
-                used += n_try
-                if used >= work_budget:
-                    return STATUS_WORK_SPENT, out_op[:k], out_node[:k], peak, total, used
-                for q in range(n_try):
-                    if sample:
-                        u = res_list[int(np.random.random() * n_res)]
-                    else:
-                        u = res_list[q]
-                    if lock[u] > 0 or bytes_[u] == 0:
-                        continue
-                    stamp += 1
-                    s = _score(u, t, clock, score_kind, bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, n,
-                               resident, evicted, parent, cls_cost, roots, stamp, mark, work, big, last_use,
-                               last_access, next_ptr, support, remaining)
-                    s = s * weights[u] * noise[u]
-                    if s < best_score or (s == best_score and u < best):
-                        best_score = s
+                if static:
+                    n_aside = 0
+                    while hn > 0:
+                        used += 1
+                        hn = _heap_pop(hk, hu, hv, hn)
+                        u = hu[hn]
+                        if hv[hn] != ver[u] or not resident[u]:
+                            continue  # stale
+                        if lock[u] > 0:
+                            aside[n_aside] = hn  # (entries past hn stay intact until the next push)
+                            n_aside += 1
+                            continue
                         best = u
-                if best < 0 and sample:  # every sampled value was pinned: look at all of them
-                    for q in range(n_res):
-                        u = res_list[q]
+                        break
+                    for q in range(n_aside - 1, -1, -1):  # back into the heap, lowest index first (no overwrite)
+                        e = aside[q]
+                        kk, uu, vv = hk[e], hu[e], hv[e]
+                        hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, kk, uu, vv)
+                else:
+                    sampled = n_res > scan_all
+                    n_try = sample if sampled else n_res
+                    used += n_try
+                    for q in range(n_try):
+                        if sampled:
+                            u = res_list[int(np.random.random() * n_res)]
+                        else:
+                            u = res_list[q]
                         if lock[u] > 0 or bytes_[u] == 0:
                             continue
                         stamp += 1
@@ -322,6 +390,22 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                         if s < best_score or (s == best_score and u < best):
                             best_score = s
                             best = u
+                    if best < 0 and sampled:  # every sampled value was pinned: look at all of them
+                        used += n_res
+                        for q in range(n_res):
+                            u = res_list[q]
+                            if lock[u] > 0 or bytes_[u] == 0:
+                                continue
+                            stamp += 1
+                            s = _score(u, t, clock, score_kind, bytes_, cost, pred_ptr, pred_idx, succ_ptr,
+                                       succ_idx, n, resident, evicted, parent, cls_cost, roots, stamp, mark, work,
+                                       big, last_use, last_access, next_ptr, support, remaining)
+                            s = s * weights[u] * noise[u]
+                            if s < best_score or (s == best_score and u < best):
+                                best_score = s
+                                best = u
+                if used >= work_budget:
+                    return STATUS_WORK_SPENT, out_op[:k], out_node[:k], peak, total, used
                 if best < 0:
                     return STATUS_NO_VICTIM, out_op[:k], out_node[:k], peak, total, used
                 resident[best] = False
@@ -368,10 +452,17 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                     support[pred_idx[j]] -= 1
             clock += 1
             last_access[x] = clock
+            if static and bytes_[x] > 0:
+                ver[x] += 1
+                key = (float(clock + 1) if score_kind == SCORE_LRU else 1.0 / bytes_[x]) * weights[x] * noise[x]
+                hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, key, x, ver[x])
             sp -= 1
             for j in range(pred_ptr[x], pred_ptr[x + 1]):
                 u = pred_idx[j]
                 last_access[u] = clock
+                if score_kind == SCORE_LRU and bytes_[u] > 0:
+                    ver[u] += 1
+                    hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, float(clock + 1) * weights[u] * noise[u], u, ver[u])
                 lock[u] -= 1
                 if sp == 0:
                     remaining[u] -= 1
