@@ -67,7 +67,7 @@ def test_improvers_never_worsen_report_strict_gains_and_repeat_with_a_work_budge
     for work in (0, 1000, 2_000_000):
         seen = []
         lim = Limits(work=work, nodes=20)
-        out = imp.improve(p, start, seed=1, limits=lim, on_incumbent=lambda pl, src: seen.append((pl, src)))
+        out = imp.improve(p, start, seed=1, limits=lim, on_incumbent=lambda pl, src, seen=seen: seen.append((pl, src)))
         again = imp.improve(p, start, seed=1, limits=lim)
         assert out == again, (imp.name, work)
         r = simulate(p, out)
