@@ -52,9 +52,9 @@ __all__ = [
     "prune", "remove_unread", "drop_recomputations", "PRUNE_RATE",
 ]
 
-#: prune work units (one per try and per input of the tried node) per second, measured conservatively on
-#: the repeated llama graphs (``benchmarks/heuristic_scaling.py``)
-PRUNE_RATE = 2e6
+#: prune work units (one per try and per input of the tried node) per CPU second: 2.2e6-3.4e6 measured at
+#: 1k-100k nodes on the repeated llama graphs, so a conservative 1.5e6
+PRUNE_RATE = 1.5e6
 _NEG = -(1 << 60)  # the value of a switched-off position in the segment tree
 
 

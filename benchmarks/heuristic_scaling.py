@@ -1,0 +1,306 @@
+"""How the single-device heuristics and improvers scale: time at ~1k, 10k
+and 100k nodes and the fitted exponent of time vs graph size.
+
+Graphs: ``repeat_layers(load_graph("datasets/llama_8l_b4_s512.json.gz"), L)``
+for ``L`` = 8, 80, 750 (1,073 / 10,361 / 96,791 nodes), budgets 50% and 30%
+of the keep-all peak.  After the Numba warm-up, every (component, graph,
+budget) runs once in a forked child process with a hard timeout
+(``--timeout``): the heuristics as registered, without limits (their
+natural time; ``local_search`` and ``staged_evict`` have time caps of their
+own, also shown uncapped), and the improvers on the best plan of the fast
+heuristics (``local_search`` and ``lns`` with a fixed number of moves).  The
+exponent ``k`` of ``time ~ n^k`` is fitted (least squares in log-log) on
+CPU seconds; a run cut by the timeout enters the fit at the timeout, so its
+exponent is a lower bound (``>``).  A second table runs every component at
+the largest size with ``limits=Limits.seconds(--limit)``: the wall time says
+whether it honours its limits, and the fastest valid plan is the time to a
+first plan.
+
+Usage::
+
+    python3 -m benchmarks.heuristic_scaling                    # full run
+    python3 -m benchmarks.heuristic_scaling --layers 8,80 --timeout 20 --out /tmp/scaling.md   # quick
+    python3 -m benchmarks.heuristic_scaling --jobs 12           # in parallel (a quiet many-core machine)
+
+Writes ``benchmarks/results/heuristic_scaling.{md,json}`` (or ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import inspect
+import json
+import math
+import multiprocessing as mp
+import os
+import pathlib
+import platform
+import time
+
+import numpy as np
+
+from hybrid_remat import plugins
+from hybrid_remat.generators import repeat_layers
+from hybrid_remat.heuristics import warmup
+from hybrid_remat.interfaces import accepts
+from hybrid_remat.limits import Limits
+from hybrid_remat.loaders import load_graph
+from hybrid_remat.problem import Problem
+from hybrid_remat.simulate import simulate
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+GRAPH = ROOT / "datasets" / "llama_8l_b4_s512.json.gz"
+#: heuristics whose plan starts the improvers (fast at every size)
+STARTS = ("dtr_size", "dtr_next_use", "dtr_eq")
+MOVES = 10
+
+_PROBLEMS: dict = {}   # (layers, budget) -> Problem; filled before the children fork
+_STARTS: dict = {}     # (layers, budget) -> start plan of the improvers
+
+
+def components(problem) -> list[tuple[str, str, object]]:
+    """``(label, kind, object)`` of every single-device heuristic and improver that accepts ``problem``."""
+    from hybrid_remat.heuristics.local_search import LNS, LocalSearch
+
+    out = []
+    for name, h in sorted(plugins.heuristics().items(), key=lambda kv: (getattr(kv[1], "rank", 10.0), kv[0])):
+        caps = set(getattr(h, "capabilities", ()))
+        if "bound_only" in caps or not accepts(h, problem)[0]:
+            continue
+        out.append((name, "heuristic", h))
+        if getattr(h, "max_seconds", None) or getattr(h, "time_limit", None):
+            u = copy.copy(h)  # the same object without its own time cap
+            if getattr(u, "max_seconds", None):
+                u.max_seconds = math.inf
+            if getattr(u, "time_limit", None):
+                u.time_limit = None
+            out.append((f"{name} (uncapped)", "heuristic", u))
+    for name, imp in sorted(plugins.improvers().items()):
+        if not accepts(imp, problem)[0]:
+            continue
+        if isinstance(imp, LocalSearch):  # a fixed number of moves: the cost of a move
+            imp = LNS(max_iters=MOVES) if isinstance(imp, LNS) else LocalSearch(time_limit=None, max_iters=MOVES)
+            name = f"{name} ({MOVES} moves)"
+        out.append((name, "improver", imp))
+    return out
+
+
+def _takes(method, name: str) -> bool:
+    try:
+        return name in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def call(kind: str, obj, problem, start, lim):
+    """Run a component with ``limits=`` when it takes them, else the older
+    way (``run_detailed(deadline=)`` or plain ``run``), as the portfolio does."""
+    if kind == "improver":
+        return obj.improve(problem, start, seed=0, limits=lim)
+    if _takes(obj.run, "limits"):
+        return obj.run(problem, seed=0, limits=lim)
+    if lim is not None and callable(getattr(obj, "run_detailed", None)) and _takes(obj.run_detailed, "deadline"):
+        return obj.run_detailed(problem, seed=0, deadline=lim.deadline).get("plan")
+    return obj.run(problem, seed=0)
+
+
+def _run_one(key, label, kind, obj, limit, conn) -> None:
+    """Child process: run one component and send ``(wall, cpu, tdi, note)``."""
+    problem = _PROBLEMS[key]
+    lim = Limits.seconds(limit) if limit else None
+    try:
+        t0, c0 = time.perf_counter(), time.process_time()
+        plan = call(kind, obj, problem, _STARTS.get(key), lim)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        tdi, note = None, "no plan"
+        if plan is not None:
+            r = simulate(problem, plan)
+            tdi, note = (r.tdi_pct, "") if r.valid else (None, f"INVALID: {r.error}")
+        conn.send((wall, cpu, tdi, note))
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        conn.send((math.nan, math.nan, None, f"error: {e!r}"[:120]))
+
+
+def run_jobs(jobs: list[tuple], timeout: float, parallel: int) -> list[dict]:
+    """Run ``(key, label, kind, obj, limit)`` jobs in forked children, ``parallel`` at a time."""
+    ctx = mp.get_context("fork")
+    pending = list(enumerate(jobs))
+    running: list = []
+    out = []
+    while pending or running:
+        while pending and len(running) < parallel:
+            idx, job = pending.pop(0)
+            rx, tx = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_run_one, args=(*job, tx))
+            p.start()
+            running.append(((idx, job), p, rx, time.perf_counter()))
+        time.sleep(0.02)
+        still = []
+        for (idx, job), p, rx, t0 in running:
+            key, label, kind, _, limit = job
+            row = {"idx": idx, "layers": key[0], "budget": key[1], "n": _PROBLEMS[key].graph.n, "component": label, "kind": kind,
+                   "limit_s": limit}
+            if rx.poll():
+                wall, cpu, tdi, note = rx.recv()
+                p.join()
+                out.append({**row, "wall_s": wall, "cpu_s": cpu, "tdi_pct": tdi, "note": note, "timed_out": False})
+            elif time.perf_counter() - t0 > timeout:
+                p.kill()
+                p.join()
+                out.append({**row, "wall_s": timeout, "cpu_s": timeout, "tdi_pct": None, "note": "timeout",
+                            "timed_out": True})
+            else:
+                still.append(((idx, job), p, rx, t0))
+        running = still
+    return sorted(out, key=lambda r: r["idx"])
+
+
+def fit_exponent(ns, ts) -> float:
+    """Least-squares slope of log(t) vs log(n) (``nan`` with fewer than two points)."""
+    pts = [(math.log(n), math.log(max(t, 1e-4))) for n, t in zip(ns, ts) if t is not None and math.isfinite(t)]
+    if len(pts) < 2:
+        return math.nan
+    x, y = np.array(pts).T
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def _fmt_t(r) -> str:
+    if r is None:
+        return "-"
+    if r["timed_out"]:
+        return f">{r['wall_s']:.0f}"
+    return f"{r['cpu_s']:.2f}" if r["cpu_s"] < 10 else f"{r['cpu_s']:.1f}"
+
+
+def _fmt_plan(r) -> str:
+    if r is None or r["timed_out"]:
+        return "-"
+    if r["tdi_pct"] is None:
+        return "none" if r["note"] == "no plan" else r["note"][:30]
+    return f"{r['tdi_pct']:.1f}"
+
+
+def write_md(path: pathlib.Path, rows: list[dict], meta: dict) -> None:
+    layers = meta["layers"]
+    sizes = {L: meta["nodes"][str(L)] for L in layers}
+    natural = [r for r in rows if not r["limit_s"]]
+    limited = [r for r in rows if r["limit_s"]]
+    lines = [
+        "# Heuristic scaling: time vs graph size", "",
+        f"Command: `{meta['command']}`; {meta['machine']}; {meta['date']}; wall {meta['wall_s']:.0f} s.", "",
+        "Graphs: `repeat_layers(load_graph(\"datasets/llama_8l_b4_s512.json.gz\"), L)`: "
+        + ", ".join(f"L = {L}: {sizes[L]:,} nodes (built in {meta['build_s'][str(L)]:.1f} s)" for L in layers)
+        + ".  Each run is one forked child after the Numba warm-up; CPU seconds of the call (the plan is then "
+        "checked by the simulator, not timed).  `>T`: stopped by the timeout (the exponent is then a lower "
+        "bound, `>`).  Plan: TDI% of the plan (`none`: no plan).", "",
+        "## Without limits: time (CPU s) and the exponent of time vs nodes", "",
+        "| component | kind | budget | " + " | ".join(f"{sizes[L]:,} nodes" for L in layers)
+        + " | exponent | plan (TDI%) " + " / ".join(f"{sizes[L] // 1000}k" if sizes[L] >= 1000 else str(sizes[L])
+                                                      for L in layers) + " |",
+        "|---|---|---|" + "---|" * len(layers) + "---|---|",
+    ]
+    order = []
+    for r in natural:
+        if (r["component"], r["budget"]) not in order:
+            order.append((r["component"], r["budget"]))
+    exps = {}
+    for comp, bud in order:
+        by_l = {r["layers"]: r for r in natural if r["component"] == comp and r["budget"] == bud}
+        ns = [sizes[L] for L in layers if L in by_l]
+        ts = [by_l[L]["cpu_s"] if not by_l[L]["timed_out"] else by_l[L]["wall_s"] for L in layers if L in by_l]
+        k = fit_exponent(ns, ts)
+        lower = any(by_l[L]["timed_out"] for L in layers if L in by_l)
+        exps[(comp, bud)] = (k, lower)
+        kind = next(iter(by_l.values()))["kind"]
+        ks = "-" if math.isnan(k) else (">" if lower else "") + f"{k:.2f}"
+        lines.append(f"| {comp} | {kind} | {bud} | " + " | ".join(_fmt_t(by_l.get(L)) for L in layers)
+                     + f" | {ks} | " + " / ".join(_fmt_plan(by_l.get(L)) for L in layers) + " |")
+    if limited:
+        big = max(r["n"] for r in limited)
+        lim = limited[0]["limit_s"]
+        lines += ["", f"## With limits: `limits=Limits.seconds({lim:g})` at {big:,} nodes", "",
+                  "Wall seconds of the call (a component that honours its limits returns within the limit plus "
+                  "its last kernel step or simulator check).", "",
+                  "| component | kind | budget | wall s | within limit + 0.5 s | plan (TDI%) |", "|---|---|---|---|---|---|"]
+        for r in limited:
+            within = "yes" if (not r["timed_out"] and r["wall_s"] <= r["limit_s"] + 0.5) else "**no**"
+            lines.append(f"| {r['component']} | {r['kind']} | {r['budget']} | {_fmt_t({**r, 'cpu_s': r['wall_s']})} | "
+                         f"{within} | {_fmt_plan(r)} |")
+        firsts = [(r["wall_s"], r["component"], r["budget"]) for r in limited
+                  if r["kind"] == "heuristic" and r["tdi_pct"] is not None]
+        lines.append("")
+        for bud in meta["budgets"]:
+            f = sorted(x for x in firsts if x[2] == bud)
+            if f:
+                lines.append(f"First plan at {big:,} nodes, {bud}: {f[0][0]:.2f} s wall ({f[0][1]}).  ")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--layers", default="8,80,750")
+    ap.add_argument("--budgets", default="50%,30%")
+    ap.add_argument("--timeout", type=float, default=60.0, help="hard limit of one run without limits (s)")
+    ap.add_argument("--limit", type=float, default=1.0, help="limits of the second table (s); 0: skip it")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at a time")
+    ap.add_argument("--only", default="", help="comma-separated component names (default: all)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "heuristic_scaling.md"))
+    args = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    layers = [int(x) for x in args.layers.split(",")]
+    budgets = [b.strip() for b in args.budgets.split(",")]
+    warmup()
+    base = load_graph(str(GRAPH))
+    meta = {"layers": layers, "budgets": budgets, "nodes": {}, "build_s": {},
+            "command": "python3 -m benchmarks.heuristic_scaling" + "".join(
+                f" --{k} {v}" for k, v in (("layers", args.layers), ("timeout", f"{args.timeout:g}"),
+                                            ("limit", f"{args.limit:g}"), ("jobs", args.jobs))),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+            "date": time.strftime("%Y-%m-%d")}
+    for L in layers:
+        t0 = time.perf_counter()
+        g = repeat_layers(base, L)
+        meta["build_s"][str(L)] = time.perf_counter() - t0
+        meta["nodes"][str(L)] = g.n
+        for b in budgets:
+            p = Problem.single(g, b)
+            _PROBLEMS[(L, b)] = p
+            best = None
+            hs = plugins.heuristics()
+            for name in STARTS:
+                plan = hs[name].run(p, limits=Limits.seconds(30)) if name in hs else None
+                if plan is not None and simulate(p, plan).valid:
+                    v = simulate(p, plan).total_time
+                    if best is None or v < best[0]:
+                        best = (v, plan)
+            _STARTS[(L, b)] = None if best is None else best[1]
+    only = {x.strip() for x in args.only.split(",") if x.strip()}
+    jobs = []
+    for L in layers:
+        for b in budgets:
+            for label, kind, obj in components(_PROBLEMS[(L, b)]):
+                if only and label.split(" ")[0] not in only:
+                    continue
+                jobs.append(((L, b), label, kind, obj, 0.0))
+    if args.limit > 0:
+        big = max(layers)
+        for b in budgets:
+            for label, kind, obj in components(_PROBLEMS[(big, b)]):
+                if "uncapped" in label or (only and label.split(" ")[0] not in only):
+                    continue
+                if kind == "improver" and "moves" in label:  # the improvers as registered
+                    obj = plugins.improvers()[label.split(" ")[0]]
+                    label = label.split(" ")[0]
+                jobs.append(((big, b), label, kind, obj, args.limit))
+    rows = run_jobs(jobs, args.timeout, max(1, args.jobs))
+    meta["wall_s"] = time.perf_counter() - t_start
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_md(out, rows, meta)
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str) + "\n")
+    print(out.read_text())
+
+
+if __name__ == "__main__":
+    main()
