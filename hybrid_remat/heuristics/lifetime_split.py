@@ -308,10 +308,17 @@ def split_continuation(a: GraphArrays, *, n_steps: int = 8, seed: int = 0, pick:
     return seq
 
 
+#: recomputations one ruin may drop: each costs about one split (a pass over the sequence) to repair, so the
+#: cap ``max(32, RUIN_WORK // n)`` bounds a move to ``O(RUIN_WORK log n)`` positions on large graphs (no cap
+#: below about 1k nodes at the usual shares)
+RUIN_WORK = 2_000_000
+
+
 def ruin_and_recreate(a: GraphArrays, seq, rng, *, frac: float = 0.2, pick: int = 0, noise: float = 0.3,
                       meter: WorkMeter | None = None):
-    """Drop a random share of ``seq``'s recomputations and repair with the
-    splitting kernel; the new pruned sequence or ``None``."""
+    """Drop a random share ``frac`` of ``seq``'s recomputations (at most
+    ``max(32, RUIN_WORK // n)``) and repair with the splitting kernel; the
+    new pruned sequence or ``None``."""
     seq = np.asarray(seq, dtype=np.int64)
     seen = np.zeros(a.n, dtype=bool)
     rec = []
@@ -321,7 +328,7 @@ def ruin_and_recreate(a: GraphArrays, seq, rng, *, frac: float = 0.2, pick: int 
         seen[v] = True
     if not rec:
         return None
-    k = max(1, int(round(frac * len(rec))))
+    k = min(max(1, int(round(frac * len(rec)))), max(32, RUIN_WORK // max(1, a.n)))
     drop = rng.choice(np.asarray(rec), size=min(k, len(rec)), replace=False)
     keep = np.ones(seq.size, dtype=bool)
     keep[drop] = False
@@ -355,6 +362,11 @@ class LifetimeSplit(Heuristic):
         self.noise = float(noise)
         self.name = name
         self.rank = rank
+
+    def predict_seconds(self, problem) -> float:
+        """Seconds of a run without limits: ``7.6e-8 n^1.8`` (fitted at 1k-10k
+        nodes, ``benchmarks/results/heuristic_scaling.md``)."""
+        return 7.6e-8 * float(problem.graph.n) ** 1.8
 
     def run(self, problem, *, seed: int = 0, limits=None):
         """The cheapest plan of the runs that fit (``None``: none did, or
