@@ -9,12 +9,8 @@ yet; remove them once none is left.
 Examples
 --------
 >>> from hybrid_remat.generators import chain
->>> from hybrid_remat.problem import Problem
->>> from hybrid_remat.plan import plan_from_order
->>> g = chain(3, bytes=1)
->>> p = Problem.single(g, "100%")
->>> drop_recomputations(p, plan_from_order(g, [0, 1, 0, 1, 2], "cost")).n_computes()
-3
+>>> remove_unread(chain(3, bytes=1), [0, 1, 0, 1, 2])
+[0, 1, 2]
 """
 
 from __future__ import annotations
