@@ -9,7 +9,7 @@ yet; remove them once none is left.
 Examples
 --------
 >>> from hybrid_remat.generators import chain
->>> remove_unread(chain(3, bytes=1), [0, 1, 0, 1, 2])
+>>> remove_unread(chain(3, bytes=1), [0, 1, 2, 1])
 [0, 1, 2]
 """
 
