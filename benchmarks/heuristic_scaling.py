@@ -188,7 +188,8 @@ def write_md(path: pathlib.Path, rows: list[dict], meta: dict) -> None:
     limited = [r for r in rows if r["limit_s"]]
     lines = [
         "# Heuristic scaling: time vs graph size", "",
-        f"Command: `{meta['command']}`; {meta['machine']}; {meta['date']}; wall {meta['wall_s']:.0f} s.", "",
+        f"Command: `{meta['command']}`; {meta['machine']}; {meta['date']}; commit {meta.get('commit', '?')}; "
+        f"wall {meta['wall_s']:.0f} s.", "",
         "Graphs: `repeat_layers(load_graph(\"datasets/llama_8l_b4_s512.json.gz\"), L)`: "
         + ", ".join(f"L = {L}: {sizes[L]:,} nodes (built in {meta['build_s'][str(L)]:.1f} s)" for L in layers)
         + ".  Each run is one forked child after the Numba warm-up; CPU seconds of the call (the plan is then "
@@ -237,6 +238,16 @@ def write_md(path: pathlib.Path, rows: list[dict], meta: dict) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def _commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", default="8,80,750")
@@ -257,7 +268,7 @@ def main(argv=None) -> None:
                 f" --{k} {v}" for k, v in (("layers", args.layers), ("timeout", f"{args.timeout:g}"),
                                             ("limit", f"{args.limit:g}"), ("jobs", args.jobs))),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
-            "date": time.strftime("%Y-%m-%d")}
+            "date": time.strftime("%Y-%m-%d"), "commit": _commit()}
     for L in layers:
         t0 = time.perf_counter()
         g = repeat_layers(base, L)

@@ -166,6 +166,11 @@ class StagedEvict(Heuristic):
     max_seconds = 5.0
     VARIANTS = ((1.0, 1.0), (2.0, 1.0), (0.5, 1.0), (1.0, 0.5), (0.0, 1.0))
 
+    def predict_seconds(self, problem) -> float:
+        """Seconds of a run: ``5.4e-6 n^1.5`` (fitted at 1k-10k nodes,
+        ``benchmarks/results/heuristic_scaling.md``), at most ``max_seconds``."""
+        return min(self.max_seconds, 5.4e-6 * float(problem.graph.n) ** 1.5)
+
     def run(self, problem, *, seed: int = 0, limits=None):
         return self.run_detailed(problem, seed=seed, limits=limits)["plan"]
 
