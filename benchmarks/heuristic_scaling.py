@@ -241,6 +241,8 @@ def write_md(path: pathlib.Path, rows: list[dict], meta: dict) -> None:
 def _commit() -> str:
     import subprocess
 
+    if os.environ.get("HYBRID_REMAT_COMMIT"):  # a copy of the tree without its git directory
+        return os.environ["HYBRID_REMAT_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               timeout=10).stdout.strip() or "unknown"
