@@ -101,11 +101,14 @@ class LocalSearch(Improver):
     capabilities = _FAMILY_CAPS
     rank = 50.0
 
-    def __init__(self, time_limit: float | None = 1.0, *, max_iters: int | None = 300, name: str | None = None):
+    def __init__(self, time_limit: float | None = 1.0, *, max_iters: int | None = 300, name: str | None = None,
+                 rank: float | None = None):
         self.time_limit = None if time_limit is None else float(time_limit)
         self.max_iters = max_iters
         if name:
             self.name = name
+        if rank is not None:
+            self.rank = rank
 
     def run(self, problem, *, seed: int = 0, limits=None):
         """Search from no plan (the heuristic ``local_search``)."""
@@ -267,8 +270,8 @@ class LNS(LocalSearch):
     #: moves when neither the limits nor ``max_iters`` bound the search
     UNBOUNDED_MOVES = 1000
 
-    def __init__(self, *, max_iters: int | None = None, name: str | None = None):
-        super().__init__(None, max_iters=max_iters, name=name)
+    def __init__(self, *, max_iters: int | None = None, name: str | None = None, rank: float | None = None):
+        super().__init__(None, max_iters=max_iters, name=name, rank=rank)
 
     def improve(self, problem, plan=None, *, seed: int = 0, limits=None, on_incumbent=None, shared=None,
                 time_limit: float | None = None, max_iters: int | None = -1, stop=None, on_improve=None):
