@@ -15,6 +15,7 @@ True
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,7 @@ from .executor import SCORE_NAMES, STATUS_OK, STATUS_WORK_SPENT, execute_kernel
 
 __all__ = [
     "GraphArrays", "ExecResult", "score_code", "run_executor", "plan_from_sequence", "sequence_of_plan",
-    "prune_sequence", "finish", "empty_drop", "WorkMeter", "SCAN_ALL", "SAMPLE", "EXEC_RATE",
+    "prune_sequence", "finish", "empty_drop", "WorkMeter", "cpu_share", "SCAN_ALL", "SAMPLE", "EXEC_RATE",
     "PRUNE_RATE",
 ]
 
@@ -36,9 +37,9 @@ __all__ = [
 #: well as a full scan (benchmarks/results/heuristic_scaling.md)
 SCAN_ALL = 2048
 SAMPLE = 256
-#: executor work units (steps, scored candidates, heap entries) per CPU second: 1.2e6-3.6e6 measured at 1k-100k
-#: nodes on the repeated llama graphs (lru/size the slowest per unit), so a conservative 1.5e6
-EXEC_RATE = 1.5e6
+#: executor work units (3 a step, 1 a scored candidate or heap entry) per CPU second: 2.5e6-3.6e6 measured at
+#: 1k-100k nodes on the repeated llama graphs, so a conservative 2e6
+EXEC_RATE = 2e6
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,17 @@ class ExecResult:
         return self.status == STATUS_WORK_SPENT
 
 
+def cpu_share() -> float:
+    """The share of a core a busy process gets now: ``cores / load`` (the
+    one-minute load average, this process included), at most 1."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return float(min(1.0, max(0.05, cores / max(load, 1e-9))))
+
+
 class WorkMeter:
     """The work budget of one heuristic run, shared by its kernel calls.
 
@@ -114,10 +126,13 @@ class WorkMeter:
         self.limits = limits if limits is not None else NO_LIMITS
         self.left = UNLIMITED_WORK if self.limits.work is None else int(self.limits.work)
         self.floor = int(floor)
+        self.share = cpu_share() if not self.limits.deterministic else 1.0
 
     def budget(self, rate: float) -> int:
-        """Work units for the next kernel call running at ``rate`` units/s."""
-        return max(0, self.floor, min(self.left, self.limits.work_for(rate)))
+        """Work units for the next kernel call running at ``rate`` units per
+        CPU second (times the share of a core this process gets, so that a
+        deadline holds on a loaded machine too)."""
+        return max(0, self.floor, min(self.left, self.limits.work_for(rate * self.share)))
 
     def take(self, used: int) -> None:
         """Count ``used`` units as spent."""

@@ -16,8 +16,8 @@ resident values are kept in a list; a victim is the best of all of them
 while they are at most ``scan_all``, else the best of ``sample`` drawn at
 random (seeded; DTR's own sampling), so an eviction costs
 ``O(min(resident, scan_all))`` score evaluations and a run is near-linear
-in the graph size.  A work budget (one unit per step, per scored candidate
-and per heap entry taken) bounds the run: ``STATUS_WORK_SPENT`` with the
+in the graph size.  A work budget (three units per step, one per scored
+candidate and per heap entry taken) bounds the run: ``STATUS_WORK_SPENT`` with the
 sequence so far.
 
 The kernels take numpy arrays (int64 / float64 / bool).  The minimal-memory
@@ -278,8 +278,8 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
         resident value while there are at most ``scan_all``, else ``sample``
         drawn at random.
     work_budget : int
-        Give up (``STATUS_WORK_SPENT``) after this many work units (steps
-        plus scored candidates).
+        Give up (``STATUS_WORK_SPENT``) after this many work units (three
+        per step, one per scored candidate or heap entry taken).
 
     Returns
     -------
@@ -434,7 +434,7 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
             out_op[k] = 0
             out_node[k] = x
             k += 1
-            used += 1
+            used += 3  # a step's own bookkeeping costs about three scored candidates
             if k > max_steps:
                 return STATUS_STEP_LIMIT, out_op[:k], out_node[:k], peak, total, used
             if used >= work_budget:

@@ -57,9 +57,10 @@ from .lifetime_split import ruin_and_recreate, split_continuation, split_sequenc
 __all__ = ["DropRecomputations", "LocalSearch", "LNS", "FIRST_START_WORK"]
 
 _SCORES = ("next_use_full", "dtr_eq", "next_use_eq", "dtr", "msps")
-#: work units the first deterministic start may use even when the limits are already spent (a few
-#: milliseconds): a stopped search still returns the plan every search starts from on small graphs
-FIRST_START_WORK = 1_000_000
+#: work units the first deterministic start may use even when the limits are already spent (about 10 ms):
+#: a stopped search still returns the plan every search starts from on small graphs
+FIRST_START_WORK = 200_000
+_SPLIT_SECONDS_PER_N18 = 7.6e-8  # a lifetime-splitting run takes about 7.6e-8 n^1.8 s (LifetimeSplit.predict_seconds)
 _FAMILY_CAPS = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
 
 
@@ -212,7 +213,21 @@ class LocalSearch(Improver):
     @staticmethod
     def _starts(a, meter, seed, consider, have_plan) -> None:
         """Deterministic starts while the limits allow (the first one with
-        at least :data:`FIRST_START_WORK` units)."""
+        at least :data:`FIRST_START_WORK` units).  Lifetime splitting comes
+        first unless its predicted time exceeds the time left (large graphs):
+        then the near-linear DTR starts do."""
+
+        def dtr_starts():
+            for sc in _SCORES[:2]:
+                if meter.spent:
+                    return
+                r = meter.execute(a, score=sc, seed=seed)
+                if r.ok:
+                    consider(meter.prune(a, r.seq))
+
+        dtr_first = _SPLIT_SECONDS_PER_N18 * float(a.n) ** 1.8 > meter.limits.left()
+        if dtr_first:
+            dtr_starts()
         meter.floor = FIRST_START_WORK
         consider(split_sequence(a, seed=seed, pick=0, meter=meter))
         meter.floor = 0
@@ -220,12 +235,8 @@ class LocalSearch(Improver):
             if meter.spent:
                 return
             consider(split_sequence(a, seed=seed, pick=pick, meter=meter))
-        for sc in _SCORES[:2]:
-            if meter.spent:
-                return
-            r = meter.execute(a, score=sc, seed=seed)
-            if r.ok:
-                consider(meter.prune(a, r.seq))
+        if not dtr_first:
+            dtr_starts()
         for pick in (0, 1, 2):
             if meter.spent:
                 return
