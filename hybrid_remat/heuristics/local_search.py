@@ -217,8 +217,8 @@ class LocalSearch(Improver):
         first unless its predicted time exceeds the time left (large graphs):
         then the near-linear DTR starts do."""
 
-        def dtr_starts():
-            for sc in _SCORES[:2]:
+        def dtr_starts(scores=_SCORES[:2]):
+            for sc in scores:
                 if meter.spent:
                     return
                 r = meter.execute(a, score=sc, seed=seed)
@@ -227,7 +227,7 @@ class LocalSearch(Improver):
 
         dtr_first = _SPLIT_SECONDS_PER_N18 * float(a.n) ** 1.8 > meter.limits.left()
         if dtr_first:
-            dtr_starts()
+            dtr_starts(("size",) + _SCORES[:2])  # the cheapest eviction first
         meter.floor = FIRST_START_WORK
         consider(split_sequence(a, seed=seed, pick=0, meter=meter))
         meter.floor = 0
