@@ -59,9 +59,31 @@ _PROBLEMS: dict = {}   # (layers, budget) -> Problem; filled before the children
 _STARTS: dict = {}     # (layers, budget) -> start plan of the improvers
 
 
+class RuinMoves:
+    """``MOVES`` ruin-and-recreate moves (the move of ``local_search`` and
+    ``lns``) from a plan, best kept: the cost of a move."""
+
+    def improve(self, problem, plan, *, seed=0, limits=None):
+        from hybrid_remat.heuristics.common import GraphArrays, WorkMeter, finish, sequence_of_plan
+        from hybrid_remat.heuristics.lifetime_split import ruin_and_recreate
+
+        if plan is None:
+            return None
+        a = GraphArrays.from_problem(problem)
+        meter = WorkMeter(limits)
+        rng = np.random.default_rng(seed)
+        best = sequence_of_plan(plan)
+        for _ in range(MOVES):
+            cand = ruin_and_recreate(a, best, rng, frac=float(rng.uniform(0.05, 0.5)), pick=int(rng.integers(3)),
+                                     noise=float(rng.uniform(0.0, 0.5)), meter=meter)
+            if cand is not None and a.cost[cand].sum() <= a.cost[best].sum():
+                best = cand
+        return finish(problem, a, best, "ruin_moves")
+
+
 def components(problem) -> list[tuple[str, str, object]]:
     """``(label, kind, object)`` of every single-device heuristic and improver that accepts ``problem``."""
-    from hybrid_remat.heuristics.local_search import LNS, LocalSearch
+    from hybrid_remat.heuristics.local_search import LocalSearch
 
     out = []
     for name, h in sorted(plugins.heuristics().items(), key=lambda kv: (getattr(kv[1], "rank", 10.0), kv[0])):
@@ -76,13 +98,13 @@ def components(problem) -> list[tuple[str, str, object]]:
             if getattr(u, "time_limit", None):
                 u.time_limit = None
             out.append((f"{name} (uncapped)", "heuristic", u))
-    for name, imp in sorted(plugins.improvers().items()):
+    for name, imp in sorted(plugins.improvers().items(), key=lambda kv: (getattr(kv[1], "rank", 10.0), kv[0])):
         if not accepts(imp, problem)[0]:
             continue
-        if isinstance(imp, LocalSearch):  # a fixed number of moves: the cost of a move
-            imp = LNS(max_iters=MOVES) if isinstance(imp, LNS) else LocalSearch(time_limit=None, max_iters=MOVES)
-            name = f"{name} ({MOVES} moves)"
+        if isinstance(imp, LocalSearch):  # they run until their limits: the second table
+            continue
         out.append((name, "improver", imp))
+    out.append((f"ruin-and-recreate ({MOVES} moves)", "improver", RuinMoves()))
     return out
 
 
@@ -301,12 +323,13 @@ def main(argv=None) -> None:
     if args.limit > 0:
         big = max(layers)
         for b in budgets:
-            for label, kind, obj in components(_PROBLEMS[(big, b)]):
-                if "uncapped" in label or (only and label.split(" ")[0] not in only):
+            comps = [c for c in components(_PROBLEMS[(big, b)]) if "uncapped" not in c[0] and "moves" not in c[0]]
+            comps += [(name, "improver", imp) for name, imp in sorted(plugins.improvers().items())
+                      if name not in {c[0] for c in comps if c[1] == "improver"}
+                      and accepts(imp, _PROBLEMS[(big, b)])[0]]
+            for label, kind, obj in comps:
+                if only and label.split(" ")[0] not in only:
                     continue
-                if kind == "improver" and "moves" in label:  # the improvers as registered
-                    obj = plugins.improvers()[label.split(" ")[0]]
-                    label = label.split(" ")[0]
                 jobs.append(((big, b), label, kind, obj, args.limit))
     rows = run_jobs(jobs, args.timeout, max(1, args.jobs))
     meta["wall_s"] = time.perf_counter() - t_start

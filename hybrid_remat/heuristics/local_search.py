@@ -61,6 +61,7 @@ _SCORES = ("next_use_full", "dtr_eq", "next_use_eq", "dtr", "msps")
 #: a stopped search still returns the plan every search starts from on small graphs
 FIRST_START_WORK = 200_000
 _SPLIT_SECONDS_PER_N18 = 7.6e-8  # a lifetime-splitting run takes about 7.6e-8 n^1.8 s (LifetimeSplit.predict_seconds)
+_FLOOR_SECONDS = 0.01  # about what FIRST_START_WORK buys
 _FAMILY_CAPS = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
 
 
@@ -176,7 +177,9 @@ class LocalSearch(Improver):
                     consider(meter.prune(a, sequence_of_plan(plan)))
                 except PlanError:
                     pass
-        self._starts(a, meter, seed, consider, lambda: best_seq is not None)
+        # a whole lifetime-splitting run that cannot finish in the time left is not started (large graphs)
+        split_slow = _SPLIT_SECONDS_PER_N18 * float(a.n) ** 1.8 > max(lim.left(), _FLOOR_SECONDS)
+        self._starts(a, meter, seed, consider, lambda: best_seq is not None, split_slow)
         rng = np.random.default_rng(seed)
         it = 0
         while not meter.spent and (moves is None or it < moves):
@@ -196,7 +199,7 @@ class LocalSearch(Improver):
                     best_seq, best_cost = cand, float(a.cost[cand].sum())
                     if better:
                         report()
-            elif it % 3:
+            elif it % 3 and not split_slow:
                 consider(split_sequence(a, noise=float(rng.uniform(0.1, 0.8)), seed=int(rng.integers(1 << 30)),
                                         pick=int(rng.integers(3)), max_splits=int(rng.integers(2, 6)), meter=meter))
             else:
@@ -211,11 +214,11 @@ class LocalSearch(Improver):
         return out if out is not None else base_plan
 
     @staticmethod
-    def _starts(a, meter, seed, consider, have_plan) -> None:
+    def _starts(a, meter, seed, consider, have_plan, split_slow: bool) -> None:
         """Deterministic starts while the limits allow (the first one with
-        at least :data:`FIRST_START_WORK` units).  Lifetime splitting comes
-        first unless its predicted time exceeds the time left (large graphs):
-        then the near-linear DTR starts do."""
+        at least :data:`FIRST_START_WORK` units).  When a lifetime-splitting
+        run cannot finish in the time left (``split_slow``, large graphs),
+        only the near-linear DTR starts run, the cheapest eviction first."""
 
         def dtr_starts(scores=_SCORES[:2]):
             for sc in scores:
@@ -225,9 +228,9 @@ class LocalSearch(Improver):
                 if r.ok:
                     consider(meter.prune(a, r.seq))
 
-        dtr_first = _SPLIT_SECONDS_PER_N18 * float(a.n) ** 1.8 > meter.limits.left()
-        if dtr_first:
-            dtr_starts(("size",) + _SCORES[:2])  # the cheapest eviction first
+        if split_slow:
+            dtr_starts(("size",) + _SCORES[:2])
+            return
         meter.floor = FIRST_START_WORK
         consider(split_sequence(a, seed=seed, pick=0, meter=meter))
         meter.floor = 0
@@ -235,8 +238,7 @@ class LocalSearch(Improver):
             if meter.spent:
                 return
             consider(split_sequence(a, seed=seed, pick=pick, meter=meter))
-        if not dtr_first:
-            dtr_starts()
+        dtr_starts()
         for pick in (0, 1, 2):
             if meter.spent:
                 return
