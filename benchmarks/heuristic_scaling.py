@@ -160,9 +160,10 @@ def run_jobs(jobs: list[tuple], timeout: float, parallel: int) -> list[dict]:
         time.sleep(0.02)
         still = []
         for (idx, job), p, rx, t0 in running:
-            key, label, kind, _, limit = job
-            row = {"idx": idx, "layers": key[0], "budget": key[1], "n": _PROBLEMS[key].graph.n, "component": label, "kind": kind,
-                   "limit_s": limit}
+            key, label, kind, obj, limit = job
+            row = {"idx": idx, "layers": key[0], "budget": key[1], "n": _PROBLEMS[key].graph.n, "component": label,
+                   "kind": kind, "limit_s": limit,
+                   "honours_limits": "honours_limits" in set(getattr(obj, "capabilities", ()))}
             if rx.poll():
                 wall, cpu, tdi, note = rx.recv()
                 p.join()
@@ -203,6 +204,15 @@ def _fmt_plan(r) -> str:
     return f"{r['tdi_pct']:.1f}"
 
 
+def _honours(label: str) -> bool:
+    """Whether the registered component behind a table label declares ``honours_limits``."""
+    if label.startswith("ruin-and-recreate"):
+        return True  # the move of local_search and lns, metered by their work budgets
+    name = label.split(" ")[0]
+    obj = plugins.heuristics().get(name) or plugins.improvers().get(name)
+    return obj is not None and "honours_limits" in set(getattr(obj, "capabilities", ()))
+
+
 def write_md(path: pathlib.Path, rows: list[dict], meta: dict) -> None:
     layers = meta["layers"]
     sizes = {L: meta["nodes"][str(L)] for L in layers}
@@ -230,15 +240,31 @@ def write_md(path: pathlib.Path, rows: list[dict], meta: dict) -> None:
     exps = {}
     for comp, bud in order:
         by_l = {r["layers"]: r for r in natural if r["component"] == comp and r["budget"] == bud}
-        ns = [sizes[L] for L in layers if L in by_l]
-        ts = [by_l[L]["cpu_s"] if not by_l[L]["timed_out"] else by_l[L]["wall_s"] for L in layers if L in by_l]
+        upto = []  # the sizes up to the first timeout (later ones say nothing more)
+        for L in layers:
+            if L in by_l:
+                upto.append(L)
+                if by_l[L]["timed_out"]:
+                    break
+        ns = [sizes[L] for L in upto]
+        ts = [by_l[L]["cpu_s"] if not by_l[L]["timed_out"] else by_l[L]["wall_s"] for L in upto]
         k = fit_exponent(ns, ts)
-        lower = any(by_l[L]["timed_out"] for L in layers if L in by_l)
+        lower = any(by_l[L]["timed_out"] for L in upto)
         exps[(comp, bud)] = (k, lower)
         kind = next(iter(by_l.values()))["kind"]
         ks = "-" if math.isnan(k) else (">" if lower else "") + f"{k:.2f}"
         lines.append(f"| {comp} | {kind} | {bud} | " + " | ".join(_fmt_t(by_l.get(L)) for L in layers)
                      + f" | {ks} | " + " / ".join(_fmt_plan(by_l.get(L)) for L in layers) + " |")
+    steep = sorted({comp for (comp, _), (k, _) in exps.items() if not math.isnan(k) and k > 1.3})
+    near = sorted({comp for (comp, _), (k, _) in exps.items() if not math.isnan(k) and k <= 1.3}
+                  - set(steep) - {c.replace(" (uncapped)", "") for c in steep})  # a capped twin is flat by its cap
+    honours = {r["component"]: r.get("honours_limits", _honours(r["component"])) for r in rows}
+    gated = [c for c in steep if honours.get(c)]
+    ungated = [c for c in steep if not honours.get(c)]
+    lines += ["", f"Near-linear (exponent at most 1.3 at every budget): {', '.join(near) or '-'}.  ",
+              f"Super-linear (exponent above 1.3 at some budget), gated by their work budgets and deadlines "
+              f"(`honours_limits`): {', '.join(gated) or '-'}.  ",
+              f"Super-linear and not declaring `honours_limits`: {', '.join(ungated) or '-'}."]
     if limited:
         big = max(r["n"] for r in limited)
         lim = limited[0]["limit_s"]
@@ -283,7 +309,15 @@ def main(argv=None) -> None:
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time")
     ap.add_argument("--only", default="", help="comma-separated component names (default: all)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "heuristic_scaling.md"))
+    ap.add_argument("--render", default="", help="only write the table of a saved .json (no runs)")
     args = ap.parse_args(argv)
+    if args.render:
+        saved = json.loads(pathlib.Path(args.render).read_text())
+        meta = saved["meta"]
+        meta["layers"] = [int(x) for x in meta["layers"]]
+        write_md(pathlib.Path(args.out), saved["rows"], meta)
+        print(pathlib.Path(args.out).read_text())
+        return
     t_start = time.perf_counter()
     layers = [int(x) for x in args.layers.split(",")]
     budgets = [b.strip() for b in args.budgets.split(",")]
