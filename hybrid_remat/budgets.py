@@ -53,28 +53,6 @@ _RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z%]*)\s*$"
 
 
 @njit(cache=True)
-def _keep_all_peak_kernel(bytes_, succ_ptr, succ_idx):
-    n = bytes_.shape[0]
-    last = np.arange(n)
-    for v in range(n):
-        for k in range(succ_ptr[v], succ_ptr[v + 1]):
-            if succ_idx[k] > last[v]:
-                last[v] = succ_idx[k]
-    # frees[j] = bytes released right after step j
-    frees = np.zeros(n, dtype=np.int64)
-    for v in range(n):
-        frees[last[v]] += bytes_[v]
-    mem = 0
-    peak = 0
-    for j in range(n):
-        mem += bytes_[j]
-        if mem > peak:
-            peak = mem
-        mem -= frees[j]
-    return peak
-
-
-@njit(cache=True)
 def _node_need_kernel(bytes_, pred_ptr, pred_idx):
     n = bytes_.shape[0]
     need = np.empty(n, dtype=np.int64)
@@ -88,7 +66,9 @@ def _node_need_kernel(bytes_, pred_ptr, pred_idx):
 
 def keep_all_peak(graph: Graph) -> int:
     """Peak bytes of the reference order with each output freed after its last reader."""
-    return int(_keep_all_peak_kernel(graph.bytes, graph.succ_ptr, graph.succ_idx))
+    from .core.sequence import sequence_peak
+
+    return sequence_peak(graph, np.arange(graph.n, dtype=np.int64))
 
 
 def node_need_bytes(graph: Graph) -> np.ndarray:

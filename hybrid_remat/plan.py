@@ -147,33 +147,17 @@ class Plan:
 def plan_from_order(graph: Graph, order: Sequence[int], device: str = "gpu", meta: dict | None = None) -> Plan:
     """Execute ``order`` (a sequence of node computations, recomputations
     allowed) freeing each value right after its last use *within the
-    sequence*: the minimal-memory plan for that compute sequence."""
-    order = np.asarray(order, dtype=np.int64)
-    n = graph.n
-    k = order.shape[0]
-    # next use of each computed instance: walk backwards
-    ops, nodes = [], []
-    # reverse scan: alive_until[v] = last position reading the instance of v
-    # that is live at the current position (-1: not read later)
-    free_after = [[] for _ in range(k)]
-    alive_until = np.full(n, -1, dtype=np.int64)
-    for pos in range(k - 1, -1, -1):
-        v = int(order[pos])
-        # the instance computed at pos lives until alive_until[v] (or pos if unused)
-        end = alive_until[v] if alive_until[v] >= 0 else pos
-        free_after[end].append(v)
-        alive_until[v] = -1
-        for u in graph.preds(v):
-            if alive_until[u] < 0:
-                alive_until[u] = pos
-    for pos in range(k):
-        v = int(order[pos])
-        ops.append(OP_COMPUTE)
-        nodes.append(v)
-        for u in sorted(set(free_after[pos])):
-            ops.append(OP_FREE)
-            nodes.append(u)
-    return Plan.single_device(ops, nodes, device, meta)
+    sequence*: the minimal-memory plan for that compute sequence
+    (:func:`hybrid_remat.core.sequence.minimal_plan`).
+
+    Raises
+    ------
+    PlanError
+        ``order`` names a node outside the graph.
+    """
+    from .core.sequence import minimal_plan
+
+    return minimal_plan(graph, order, device, meta)[0]
 
 
 def keep_all_plan(graph: Graph, device: str = "gpu") -> Plan:

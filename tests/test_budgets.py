@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_remat.budgets import _keep_all_peak_kernel, keep_all_peak, min_feasible_budget, parse_budget
+from hybrid_remat.budgets import keep_all_peak, min_feasible_budget, parse_budget
+from hybrid_remat.core.sequence import sequence_peak_kernel
 from hybrid_remat.errors import BudgetError
 from hybrid_remat.generators import chain, random_dag
 from hybrid_remat.loaders import load_graph
@@ -52,7 +53,8 @@ def _brute_peak(g):
 def test_keep_all_peak_matches_definition(n, p, seed):
     g = random_dag(n, p=p, seed=seed)
     assert keep_all_peak(g) == _brute_peak(g)
-    assert getattr(_keep_all_peak_kernel, "py_func", _keep_all_peak_kernel)(g.bytes, g.succ_ptr, g.succ_idx) == keep_all_peak(g)
+    py_peak = getattr(sequence_peak_kernel, "py_func", sequence_peak_kernel)
+    assert py_peak(np.arange(g.n), np.ones(g.n, dtype=bool), g.bytes, g.pred_ptr, g.pred_idx) == keep_all_peak(g)
 
 
 def test_min_feasible_budget_definition():

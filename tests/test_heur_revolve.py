@@ -8,9 +8,9 @@ import pytest
 
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.generators import random_dag, training_graph
-from hybrid_remat.heuristics.bruteforce import optimal_plan
 from hybrid_remat.heuristics.revolve import beta, revolve_closed_form, revolve_dp, revolve_dp_costs
 from hybrid_remat.heuristics.rotor import Rotor, training_chain_layout
+from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
@@ -63,7 +63,7 @@ def test_rotor_equals_brute_force_on_training_chains(L):
         assert training_chain_layout(g) is not None
         for B in range(min_feasible_budget(g), keep_all_peak(g) + 1):
             p = Problem.single(g, B)
-            opt, _ = optimal_plan(p)
+            opt, _ = brute_force(p)
             plan = Rotor().run(p)
             if not np.isfinite(opt):
                 assert plan is None
@@ -78,7 +78,7 @@ def test_rotor_equals_brute_force_on_longer_chain():
     g = _chain(4, 7)
     for B in range(min_feasible_budget(g), keep_all_peak(g) + 1):
         p = Problem.single(g, B)
-        opt, _ = optimal_plan(p)
+        opt, _ = brute_force(p)
         plan = Rotor().run(p)
         assert (plan is None) == (not np.isfinite(opt))
         if plan is not None:

@@ -14,7 +14,6 @@ from hybrid_remat import plugins
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.generators import chain, random_dag, random_layered, training_graph
 from hybrid_remat.heuristics import builtin_heuristics
-from hybrid_remat.heuristics.bruteforce import optimal_plan
 from hybrid_remat.heuristics.checkpoints import (
     ChenGreedy,
     ChenSqrtN,
@@ -24,6 +23,7 @@ from hybrid_remat.heuristics.checkpoints import (
     forward_nodes,
 )
 from hybrid_remat.heuristics.local_search import LocalSearch
+from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
@@ -78,7 +78,7 @@ def test_every_plan_is_valid_or_none(heuristic, g, frac, seed):
 ), frac=st.floats(0.0, 1.0))
 def test_no_heuristic_beats_the_brute_force_optimum(g, frac):
     p = Problem.single(g, _budget(g, frac))
-    opt, opt_plan = optimal_plan(p)
+    opt, opt_plan = brute_force(p)
     if opt_plan is None:  # min_feasible_budget is only a lower bound
         for h in HEURISTICS:
             assert h.run(p) is None, h.name
@@ -196,7 +196,7 @@ def test_infeasible_means_the_milp_finds_nothing_either():
         if any(h.run(p) is not None for h in HEURISTICS):
             continue
         # the whole portfolio says infeasible: the brute force and the MILP must agree
-        opt, _ = optimal_plan(p)
+        opt, _ = brute_force(p)
         assert not np.isfinite(opt)
         res = milp.solve(p, time_limit=30.0, node_limit=10_000)
         # a restricted (staged) model reports an empty class as no_solution, never as a plan
@@ -213,6 +213,8 @@ def test_plans_are_frontier_ordered_for_milp_warm_starts():
     for g, pct in ((random_layered(40, seed=8), "85%"), (_random_training_graph(6, 0.3, 2), "70%")):
         p = Problem.single(g, max(_budget(g, 0.0), int(float(pct[:-1]) / 100 * keep_all_peak(g))))
         for h in HEURISTICS:
+            if h.name == "staged_evict":
+                continue  # its memory-greedy-order variant is staged in another order (it says so)
             plan = h.run(p)
             if plan is not None:
                 R, S = rs_from_plan(g, plan)

@@ -1,6 +1,6 @@
 """Built-in exact formulations (the staged Checkmate model, its
-decomposition, the repeated-block solver), the heuristics that share their
-model builders (LP rounding, staged eviction) and the bounds over every plan
+decomposition, the repeated-block solver), the heuristic that shares the
+Checkmate model builder (LP rounding) and the bounds over every plan
 (the cut bound, the block bound), registered through the plugin hooks."""
 
 from ..hookspecs import hookimpl
@@ -17,10 +17,9 @@ def hybrid_remat_register_formulations():
 
 @hookimpl
 def hybrid_remat_register_heuristics():
-    from ..exact.primal import StagedEvict
     from ..heuristics.lp_rounding import LPRounding
 
-    return [StagedEvict(), LPRounding()]
+    return [LPRounding()]
 
 
 @hookimpl

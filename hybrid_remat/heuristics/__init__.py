@@ -1,13 +1,18 @@
-"""Fast planners (Numba kernels), each a registered plugin object.
+"""Fast planners (Numba kernels) and the improvers built on them, each a
+registered plugin object.
 
 :func:`builtin_heuristics` lists the single-device portfolio in order of
-cost (``rank``); :func:`warmup` compiles every kernel on tiny inputs (call
-it outside any user time limit).
+cost (``rank``); :func:`builtin_improvers` the improver family
+(``drop_recomputations``, ``local_search``, ``lns``); :func:`warmup`
+compiles every kernel on tiny inputs (call it outside any user time limit).
+
+Nothing here imports :mod:`hybrid_remat.exact`; both build on
+:mod:`hybrid_remat.core`.
 """
 
 from __future__ import annotations
 
-__all__ = ["builtin_heuristics", "warmup"]
+__all__ = ["builtin_heuristics", "builtin_improvers", "warmup"]
 
 
 def builtin_heuristics() -> list:
@@ -15,9 +20,10 @@ def builtin_heuristics() -> list:
     from .checkpoints import ChenGreedy, ChenSqrtN
     from .dtr import DTR
     from .keep_all import KeepAll
+    from .lifetime_split import LifetimeSplit
     from .local_search import LocalSearch
     from .rotor import Rotor
-    from .splitting import LifetimeSplit
+    from .staged_evict import StagedEvict
 
     hs = [
         KeepAll(),
@@ -30,11 +36,19 @@ def builtin_heuristics() -> list:
         DTR("size", name="dtr_size", rank=2.4),
         LifetimeSplit(rank=3.0),
         Rotor(rank=4.0),
+        StagedEvict(),
         ChenGreedy(rank=6.0),
         ChenGreedy(use_aps=True, rank=6.1),
-        LocalSearch(time_limit=0.7),  # the start phases can run past it; stays under 1 s on 1200 nodes
+        LocalSearch(time_limit=0.7),
     ]
     return sorted(hs, key=lambda h: h.rank)
+
+
+def builtin_improvers() -> list:
+    """The improver family, cheapest first."""
+    from .local_search import LNS, DropRecomputations, LocalSearch
+
+    return [DropRecomputations(), LocalSearch(rank=10.0), LNS()]  # (the heuristic local_search ranks last: 50)
 
 
 def warmup() -> None:
@@ -44,15 +58,16 @@ def warmup() -> None:
 
     from ..budgets import keep_all_peak, min_feasible_budget
     from ..generators import training_graph
+    from ..limits import Limits
     from ..problem import Problem
     from .revolve import revolve_dp, revolve_dp_costs
 
     g = training_graph(nx.path_graph(4, create_using=nx.DiGraph))
     p = Problem.single(g, max(min_feasible_budget(g), int(0.8 * keep_all_peak(g))))
     for h in builtin_heuristics():
-        if h.name == "local_search":
-            h.improve(p, None, time_limit=0.0)
-        else:
-            h.run(p)
+        h.run(p, limits=Limits(work=10_000_000))
+    start = builtin_heuristics()[-1].run(p, limits=Limits(work=10_000_000))
+    for imp in builtin_improvers():
+        imp.improve(p, start, limits=Limits(work=1_000_000))
     revolve_dp(3, 2)
     revolve_dp_costs(np.ones(3), 2)

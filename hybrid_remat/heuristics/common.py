@@ -15,25 +15,31 @@ True
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import PlanError
-from ..plan import OP_COMPUTE, OP_COPY, Plan
+from ..core.sequence import PRUNE_RATE, minimal_plan, prune_kernel, sequence_of_plan
+from ..limits import NO_LIMITS, UNLIMITED_WORK
+from ..plan import OP_COMPUTE, Plan
 from ..simulate import simulate
-from .executor import (
-    SCORE_NAMES,
-    STATUS_OK,
-    execute_kernel,
-    prune_kernel,
-    sequence_plan_kernel,
-)
+from .executor import SCORE_NAMES, STATUS_OK, STATUS_WORK_SPENT, execute_kernel
 
 __all__ = [
     "GraphArrays", "ExecResult", "score_code", "run_executor", "plan_from_sequence", "sequence_of_plan",
-    "prune_sequence", "finish", "empty_drop",
+    "prune_sequence", "finish", "empty_drop", "WorkMeter", "cpu_share", "SCAN_ALL", "SAMPLE", "EXEC_RATE",
+    "PRUNE_RATE",
 ]
+
+#: eviction candidates scored per eviction (time-dependent scores): every resident value while there are at
+#: most SCAN_ALL, else SAMPLE drawn at random (seeded).  Measured at 10k-100k nodes: a sample of 256 plans as
+#: well as a full scan (benchmarks/results/heuristic_scaling.md)
+SCAN_ALL = 2048
+SAMPLE = 256
+#: executor work units (3 a step, 1 a scored candidate or heap entry) per CPU second: 2.5e6-3.6e6 measured at
+#: 1k-100k nodes on the repeated llama graphs, so a conservative 2e6
+EXEC_RATE = 2e6
 
 
 @dataclass(frozen=True)
@@ -73,10 +79,87 @@ class ExecResult:
     seq: np.ndarray
     cost: float
     peak: int
+    used: int = 0
 
     @property
     def ok(self) -> bool:
         return self.status == STATUS_OK
+
+    @property
+    def spent(self) -> bool:
+        """Stopped because the work budget ran out."""
+        return self.status == STATUS_WORK_SPENT
+
+
+def cpu_share() -> float:
+    """The share of a core a busy process gets now: ``cores / load`` (the
+    one-minute load average, this process included), at most 1."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return float(min(1.0, max(0.05, cores / max(load, 1e-9))))
+
+
+class WorkMeter:
+    """The work budget of one heuristic run, shared by its kernel calls.
+
+    ``limits.work`` (when given) is the total in work units; the deadline
+    caps each call at what fits in the time left at the kernel's measured
+    rate (units per second).  Without a deadline the result depends on the
+    work budget only (deterministic).  ``floor`` units are granted even when
+    the limits are spent (a first plan on small graphs costs a few
+    milliseconds).
+
+    Examples
+    --------
+    >>> from hybrid_remat.limits import Limits
+    >>> m = WorkMeter(Limits(work=100))
+    >>> m.budget(rate=1e6), m.spent
+    (100, False)
+    >>> m.take(100); m.spent
+    True
+    """
+
+    def __init__(self, limits=None, *, floor: int = 0):
+        self.limits = limits if limits is not None else NO_LIMITS
+        self.left = UNLIMITED_WORK if self.limits.work is None else int(self.limits.work)
+        self.floor = int(floor)
+        self.share = cpu_share() if not self.limits.deterministic else 1.0
+
+    def budget(self, rate: float) -> int:
+        """Work units for the next kernel call running at ``rate`` units per
+        CPU second (times the share of a core this process gets, so that a
+        deadline holds on a loaded machine too)."""
+        return max(0, self.floor, min(self.left, self.limits.work_for(rate * self.share)))
+
+    def take(self, used: int) -> None:
+        """Count ``used`` units as spent."""
+        self.left -= int(used)
+        self.floor = max(0, self.floor - int(used))
+
+    @property
+    def spent(self) -> bool:
+        """Nothing left: the work budget is used up, the deadline passed or
+        ``stop`` is set (and the floor is used up)."""
+        return self.floor <= 0 and (self.left <= 0 or self.limits.expired())
+
+    def prune(self, a: GraphArrays, seq: np.ndarray, *, budget=None) -> np.ndarray:
+        """:func:`prune_sequence` within the budget left (a partial pass when it runs out)."""
+        b = a.budget if budget is None else int(budget)
+        seq = np.ascontiguousarray(seq, dtype=np.int64)
+        active = np.ones(seq.shape[0], dtype=np.bool_)
+        active, _, used = prune_kernel(seq, active, a.bytes, a.cost, a.pred_ptr, a.pred_idx, np.int64(b),
+                                       np.int64(self.budget(PRUNE_RATE)))
+        self.take(used)
+        return seq[active]
+
+    def execute(self, a: GraphArrays, **kw) -> ExecResult:
+        """:func:`run_executor` within the budget left."""
+        res = run_executor(a, work=self.budget(EXEC_RATE), **kw)
+        self.take(res.used)
+        return res
 
 
 def score_code(score: str | int) -> int:
@@ -97,45 +180,38 @@ def empty_drop(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_executor(a: GraphArrays, *, score="dtr_eq", weights=None, drop=None, allow_evict=True, seed=0,
-                 budget=None, max_steps=None) -> ExecResult:
+                 budget=None, max_steps=None, scan_all: int = SCAN_ALL, sample: int = SAMPLE,
+                 work: int = UNLIMITED_WORK) -> ExecResult:
     """Run :func:`~hybrid_remat.heuristics.executor.execute_kernel` and
-    return the compute sequence it produced."""
+    return the compute sequence it produced (``work``: its work budget)."""
     n = a.n
     w = np.ones(n) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     dptr, didx = drop if drop is not None else empty_drop(n)
     b = a.budget if budget is None else int(budget)
     steps = max_steps if max_steps is not None else 10 * n + 1000
-    status, op, node, peak, total = execute_kernel(
+    status, op, node, peak, total, used = execute_kernel(
         a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(b), dptr, didx, w,
-        score_code(score), bool(allow_evict), int(seed), int(steps),
+        score_code(score), bool(allow_evict), int(seed), int(steps), int(scan_all), int(sample),
+        np.int64(work),
     )
     seq = node[op == OP_COMPUTE].copy()
-    return ExecResult(int(status), seq, float(total), int(peak))
+    return ExecResult(int(status), seq, float(total), int(peak), int(used))
 
 
-def prune_sequence(a: GraphArrays, seq: np.ndarray, *, budget=None, max_tries: int | None = None) -> np.ndarray:
-    """Drop recomputations from ``seq`` while its minimal-memory plan fits."""
+def prune_sequence(a: GraphArrays, seq: np.ndarray, *, budget=None, work: int = UNLIMITED_WORK) -> np.ndarray:
+    """Drop recomputations from ``seq`` while its minimal-memory plan fits
+    (:func:`~hybrid_remat.core.sequence.prune_kernel`, one pass within
+    ``work``)."""
     b = a.budget if budget is None else int(budget)
+    seq = np.ascontiguousarray(seq, dtype=np.int64)
     active = np.ones(seq.shape[0], dtype=np.bool_)
-    tries = seq.shape[0] if max_tries is None else int(max_tries)
-    active, _ = prune_kernel(np.ascontiguousarray(seq, dtype=np.int64), active, a.bytes, a.cost, a.pred_ptr,
-                             a.pred_idx, np.int64(b), tries)
+    active, _, _ = prune_kernel(seq, active, a.bytes, a.cost, a.pred_ptr, a.pred_idx, np.int64(b), np.int64(work))
     return seq[active]
 
 
 def plan_from_sequence(a: GraphArrays, seq: np.ndarray, meta: dict | None = None) -> tuple[Plan, int]:
     """The minimal-memory plan of a compute sequence and its peak."""
-    seq = np.ascontiguousarray(seq, dtype=np.int64)
-    op, node, peak = sequence_plan_kernel(seq, np.ones(seq.shape[0], dtype=np.bool_), a.bytes, a.pred_ptr,
-                                          a.pred_idx)
-    return Plan.single_device(op, node, a.device, meta), int(peak)
-
-
-def sequence_of_plan(plan: Plan) -> np.ndarray:
-    """The compute sequence of a one-device plan without copies."""
-    if (plan.op == OP_COPY).any() or len(set(plan.device.tolist())) > 1:
-        raise PlanError("only one-device plans without copies have a compute sequence")
-    return plan.node[plan.op == OP_COMPUTE].copy()
+    return minimal_plan(a, seq, a.device, meta)
 
 
 def finish(problem, a: GraphArrays, seq: np.ndarray, solver: str, **meta) -> Plan | None:

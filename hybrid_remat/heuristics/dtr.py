@@ -10,7 +10,11 @@ union-find), ``"lru"``, ``"size"``, ``"msps"``, and offline variants that
 know each value's next reader (``"next_use"``, ``"next_use_eq"``,
 ``"next_use_full"``: cost of every ancestor that would have to be
 recomputed at the next use).  The compute sequence is then pruned of
-recomputations the budget does not need.  Deterministic for a seed.
+recomputations the budget does not need.  Deterministic for a seed and a
+work budget.  ``lru`` and ``size`` pick their victims from a heap; the
+other scores score every resident value while there are at most
+``scan_all`` of them, else a seeded sample of ``sample``, so a run is
+near-linear in the graph size.
 
 Examples
 --------
@@ -26,7 +30,7 @@ True
 from __future__ import annotations
 
 from ..interfaces import Heuristic
-from .common import GraphArrays, finish, prune_sequence, run_executor, score_code
+from .common import SAMPLE, SCAN_ALL, GraphArrays, WorkMeter, finish, score_code
 
 __all__ = ["DTR"]
 
@@ -42,22 +46,32 @@ class DTR(Heuristic):
         Drop recomputations the budget does not need afterwards.
     name : str, optional
         Registered name (default ``"dtr_<score>"``).
+    scan_all, sample : int
+        Eviction candidates scored per eviction (every resident value up to
+        ``scan_all``, else a seeded sample of ``sample``).
     """
 
-    version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget"})
+    version = "2"
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
 
-    def __init__(self, score: str = "dtr_eq", *, prune: bool = True, name: str | None = None, rank: float = 2.0):
+    def __init__(self, score: str = "dtr_eq", *, prune: bool = True, name: str | None = None, rank: float = 2.0,
+                 scan_all: int = SCAN_ALL, sample: int = SAMPLE):
         score_code(score)
         self.score = score
         self.prune = prune
         self.name = name or f"dtr_{score}"
         self.rank = rank
+        self.scan_all = int(scan_all)
+        self.sample = int(sample)
 
-    def run(self, problem, *, seed: int = 0):
+    def run(self, problem, *, seed: int = 0, limits=None):
+        """A plan, or ``None`` when eviction fails or ``limits`` run out
+        before the schedule is complete (a partial prune still counts)."""
         a = GraphArrays.from_problem(problem)
-        res = run_executor(a, score=self.score, seed=seed)
+        meter = WorkMeter(limits)
+        res = meter.execute(a, score=self.score, seed=seed, scan_all=self.scan_all,
+                            sample=self.sample)
         if not res.ok:
             return None
-        seq = prune_sequence(a, res.seq) if self.prune else res.seq
+        seq = meter.prune(a, res.seq) if self.prune else res.seq
         return finish(problem, a, seq, self.name, score=self.score, seed=seed)

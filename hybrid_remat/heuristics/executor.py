@@ -9,15 +9,20 @@ value right after a given node of the reference order (checkpoint
 heuristics drop non-checkpointed values after their last use inside their
 segment).
 
-:func:`sequence_plan_kernel` turns a compute sequence (recomputations
-allowed) into explicit ``compute``/``free`` steps, freeing each value right
-after its last use in the sequence, and returns the peak; this is the
-minimal-memory plan of that sequence (the same semantics as
-:func:`hybrid_remat.plan.plan_from_order`).  :func:`prune_kernel` drops
-recomputations from a sequence while the peak stays within the budget.
+Cost.  Scores that only change when their value is used (``lru``,
+``size``) keep the resident values in a heap (lazy deletion): the victim is
+exact and costs ``O(log n)``.  For the others (they change with time) the
+resident values are kept in a list; a victim is the best of all of them
+while they are at most ``scan_all``, else the best of ``sample`` drawn at
+random (seeded; DTR's own sampling), so an eviction costs
+``O(min(resident, scan_all))`` score evaluations and a run is near-linear
+in the graph size.  A work budget (three units per step, one per scored
+candidate and per heap entry taken) bounds the run: ``STATUS_WORK_SPENT`` with the
+sequence so far.
 
-All kernels take numpy arrays (int64 / float64 / bool) and keep their
-helpers in this module.
+The kernels take numpy arrays (int64 / float64 / bool).  The minimal-memory
+plan of the compute sequence they produce is
+:mod:`hybrid_remat.core.sequence`'s.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from numba import njit
 
 __all__ = [
     "SCORE_DTR", "SCORE_DTR_EQ", "SCORE_LRU", "SCORE_SIZE", "SCORE_MSPS", "SCORE_NEXT_USE", "SCORE_NEXT_USE_EQ",
-    "SCORE_DTR_FULL", "SCORE_NEXT_USE_FULL", "SCORE_NAMES", "STATUS_OK", "STATUS_NO_VICTIM", "STATUS_STEP_LIMIT", "STATUS_OVER_BUDGET",
-    "execute_kernel", "sequence_plan_kernel", "sequence_peak_kernel", "prune_kernel",
+    "SCORE_DTR_FULL", "SCORE_NEXT_USE_FULL", "SCORE_NAMES", "STATUS_OK", "STATUS_NO_VICTIM", "STATUS_STEP_LIMIT",
+    "STATUS_OVER_BUDGET", "STATUS_WORK_SPENT", "execute_kernel",
 ]
 
 SCORE_DTR = 0          # cost / (bytes * staleness)           (h_DTR^local)
@@ -47,6 +52,7 @@ STATUS_OK = 0
 STATUS_NO_VICTIM = 1     # memory short and nothing evictable
 STATUS_STEP_LIMIT = 2    # thrashing: more steps than allowed
 STATUS_OVER_BUDGET = 3   # eviction disabled and the budget was exceeded
+STATUS_WORK_SPENT = 4    # the work budget ran out
 
 
 @njit(cache=True)
@@ -142,8 +148,109 @@ def _grow(a, k):
 
 
 @njit(cache=True)
+def _res_add(res_list, res_at, n_res, u):
+    res_at[u] = n_res
+    res_list[n_res] = u
+    return n_res + 1
+
+
+@njit(cache=True)
+def _res_remove(res_list, res_at, n_res, u):
+    k = res_at[u]
+    last = res_list[n_res - 1]
+    res_list[k] = last
+    res_at[last] = k
+    res_at[u] = -1
+    return n_res - 1
+
+
+@njit(cache=True)
+def _heap_less(hk, hu, i, j):
+    return hk[i] < hk[j] or (hk[i] == hk[j] and hu[i] < hu[j])
+
+
+@njit(cache=True)
+def _heap_swap(hk, hu, hv, i, j):
+    hk[i], hk[j] = hk[j], hk[i]
+    hu[i], hu[j] = hu[j], hu[i]
+    hv[i], hv[j] = hv[j], hv[i]
+
+
+@njit(cache=True)
+def _heap_push(hk, hu, hv, hn, key, u, ver):
+    """Push ``(key, u)`` (version ``ver``); returns the arrays (grown when
+    full) and the new size."""
+    if hn >= hk.shape[0]:
+        hk = _grow(hk, hn)
+        hu = _grow(hu, hn)
+        hv = _grow(hv, hn)
+    hk[hn] = key
+    hu[hn] = u
+    hv[hn] = ver
+    i = hn
+    while i > 0:
+        par = (i - 1) // 2
+        if not _heap_less(hk, hu, i, par):
+            break
+        _heap_swap(hk, hu, hv, i, par)
+        i = par
+    return hk, hu, hv, hn + 1
+
+
+@njit(cache=True)
+def _heap_pop(hk, hu, hv, hn):
+    """Remove the smallest entry (moved to index ``hn - 1``); returns the new size."""
+    hn -= 1
+    _heap_swap(hk, hu, hv, 0, hn)
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= hn:
+            break
+        if c + 1 < hn and _heap_less(hk, hu, c + 1, c):
+            c += 1
+        if not _heap_less(hk, hu, c, i):
+            break
+        _heap_swap(hk, hu, hv, i, c)
+        i = c
+    return hn
+
+
+@njit(cache=True)
+def _score(u, t, clock, score_kind, bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, n, resident, evicted,
+           parent, cls_cost, roots, stamp, mark, work, big, last_use, last_access, next_ptr, support, remaining):
+    """Eviction score of resident ``u`` (lower: evict first) before target ``t``."""
+    if score_kind == SCORE_LRU:
+        return float(last_access[u] + 1)
+    if score_kind == SCORE_SIZE:
+        return 1.0 / bytes_[u]
+    if score_kind == SCORE_DTR or score_kind == SCORE_NEXT_USE:
+        c = cost[u]
+    elif score_kind == SCORE_DTR_FULL:
+        c = _closure_cost(u, cost, pred_ptr, pred_idx, resident, stamp, mark, work, big, last_use, 0)
+    elif score_kind == SCORE_NEXT_USE_FULL:
+        horizon = t + _next_use(u, t, succ_idx, succ_ptr, next_ptr, n) - 1
+        c = _closure_cost(u, cost, pred_ptr, pred_idx, resident, stamp, mark, work, big, last_use, horizon)
+    else:
+        c = _eq_cost(u, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, evicted, parent, cls_cost, roots)
+    if score_kind == SCORE_DTR or score_kind == SCORE_DTR_EQ or score_kind == SCORE_DTR_FULL:
+        return c / (bytes_[u] * float(clock - last_access[u] + 1))
+    if score_kind == SCORE_MSPS:
+        return c / bytes_[u]
+    dist = _next_use(u, t, succ_idx, succ_ptr, next_ptr, n)
+    if support[u] > 0:
+        for j in range(succ_ptr[u], succ_ptr[u + 1]):
+            w = succ_idx[j]
+            if evicted[w] and remaining[w] > 0:
+                dw = _next_use(w, t, succ_idx, succ_ptr, next_ptr, n)
+                if dw < dist:
+                    dist = dw
+    return c / (bytes_[u] * float(dist))
+
+
+@njit(cache=True)
 def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, drop_ptr, drop_idx, weights,
-                   score_kind, allow_evict, seed, max_steps):
+                   score_kind, allow_evict, seed, max_steps, scan_all, sample, work_budget):
     """Run nodes ``0..n-1`` as targets under ``budget`` with on-demand recomputation.
 
     Parameters
@@ -163,18 +270,28 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
         ``False``: never evict under memory pressure; exceeding the budget
         fails with ``STATUS_OVER_BUDGET``.
     seed : int
-        Seeds the tiny random tie-breaking noise.
+        Seeds the tiny random tie-breaking noise and the sampling.
     max_steps : int
         Give up (``STATUS_STEP_LIMIT``) beyond this many steps.
+    scan_all, sample : int
+        Candidates scored per eviction (time-dependent scores): every
+        resident value while there are at most ``scan_all``, else ``sample``
+        drawn at random.
+    work_budget : int
+        Give up (``STATUS_WORK_SPENT``) after this many work units (three
+        per step, one per scored candidate or heap entry taken).
 
     Returns
     -------
-    status, op (int8), node (int64), peak (int64), total_cost (float64)
+    status, op (int8), node (int64), peak (int64), total_cost (float64), used (int64)
     """
     n = bytes_.shape[0]
     np.random.seed(seed)
     noise = 1.0 + 1e-9 * np.random.random(n)
     resident = np.zeros(n, dtype=np.bool_)
+    res_list = np.empty(n, dtype=np.int64)
+    res_at = np.full(n, -1, dtype=np.int64)
+    n_res = 0
     done = np.zeros(n, dtype=np.bool_)
     evicted = np.zeros(n, dtype=np.bool_)
     lock = np.zeros(n, dtype=np.int64)
@@ -198,11 +315,19 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
             last_use[v] = succ_idx[succ_ptr[v + 1] - 1]
     out_op = np.empty(4 * n + 16, dtype=np.int8)
     out_node = np.empty(4 * n + 16, dtype=np.int64)
+    static = score_kind == SCORE_LRU or score_kind == SCORE_SIZE  # keys change only on use: a heap
+    hk = np.empty(n + 16, dtype=np.float64)
+    hu = np.empty(n + 16, dtype=np.int64)
+    hv = np.empty(n + 16, dtype=np.int64)
+    hn = 0
+    ver = np.zeros(n, dtype=np.int64)
+    aside = np.empty(n + 1, dtype=np.int64)
     k = 0
     mem = 0
     peak = 0
     total = 0.0
     clock = 0
+    used = 0
     for t in range(n):
         stack[0] = t
         sp = 1
@@ -225,52 +350,66 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
             need = bytes_[x]
             while mem + need > budget:
                 if not allow_evict:
-                    return STATUS_OVER_BUDGET, out_op[:k], out_node[:k], peak, total
+                    return STATUS_OVER_BUDGET, out_op[:k], out_node[:k], peak, total, used
                 best = -1
                 best_score = np.inf
-                for u in range(n):
-                    if not resident[u] or lock[u] > 0 or bytes_[u] == 0:
-                        continue
-                    if score_kind == SCORE_LRU:
-                        s = float(last_access[u] + 1)
-                    elif score_kind == SCORE_SIZE:
-                        s = 1.0 / bytes_[u]
-                    else:
-                        if score_kind == SCORE_DTR or score_kind == SCORE_NEXT_USE:
-                            c = cost[u]
-                        elif score_kind == SCORE_DTR_FULL:
-                            stamp += 1
-                            c = _closure_cost(u, cost, pred_ptr, pred_idx, resident, stamp, mark, work, big,
-                                              last_use, 0)
-                        elif score_kind == SCORE_NEXT_USE_FULL:
-                            stamp += 1
-                            horizon = t + _next_use(u, t, succ_idx, succ_ptr, next_ptr, n) - 1
-                            c = _closure_cost(u, cost, pred_ptr, pred_idx, resident, stamp, mark, work, big,
-                                              last_use, horizon)
-                        else:
-                            c = _eq_cost(u, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, evicted, parent,
-                                         cls_cost, roots)
-                        if score_kind == SCORE_DTR or score_kind == SCORE_DTR_EQ or score_kind == SCORE_DTR_FULL:
-                            s = c / (bytes_[u] * float(clock - last_access[u] + 1))
-                        elif score_kind == SCORE_MSPS:
-                            s = c / bytes_[u]
-                        else:
-                            dist = _next_use(u, t, succ_idx, succ_ptr, next_ptr, n)
-                            if support[u] > 0:
-                                for j in range(succ_ptr[u], succ_ptr[u + 1]):
-                                    w = succ_idx[j]
-                                    if evicted[w] and remaining[w] > 0:
-                                        dw = _next_use(w, t, succ_idx, succ_ptr, next_ptr, n)
-                                        if dw < dist:
-                                            dist = dw
-                            s = c / (bytes_[u] * float(dist))
-                    s = s * weights[u] * noise[u]
-                    if s < best_score:
-                        best_score = s
+                if static:
+                    n_aside = 0
+                    while hn > 0:
+                        used += 1
+                        hn = _heap_pop(hk, hu, hv, hn)
+                        u = hu[hn]
+                        if hv[hn] != ver[u] or not resident[u]:
+                            continue  # stale
+                        if lock[u] > 0:
+                            aside[n_aside] = hn  # (entries past hn stay intact until the next push)
+                            n_aside += 1
+                            continue
                         best = u
+                        break
+                    for q in range(n_aside - 1, -1, -1):  # back into the heap, lowest index first (no overwrite)
+                        e = aside[q]
+                        kk, uu, vv = hk[e], hu[e], hv[e]
+                        hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, kk, uu, vv)
+                else:
+                    sampled = n_res > scan_all
+                    n_try = sample if sampled else n_res
+                    used += n_try
+                    for q in range(n_try):
+                        if sampled:
+                            u = res_list[int(np.random.random() * n_res)]
+                        else:
+                            u = res_list[q]
+                        if lock[u] > 0 or bytes_[u] == 0:
+                            continue
+                        stamp += 1
+                        s = _score(u, t, clock, score_kind, bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx,
+                                   n, resident, evicted, parent, cls_cost, roots, stamp, mark, work, big, last_use,
+                                   last_access, next_ptr, support, remaining)
+                        s = s * weights[u] * noise[u]
+                        if s < best_score or (s == best_score and u < best):
+                            best_score = s
+                            best = u
+                    if best < 0 and sampled:  # every sampled value was pinned: look at all of them
+                        used += n_res
+                        for q in range(n_res):
+                            u = res_list[q]
+                            if lock[u] > 0 or bytes_[u] == 0:
+                                continue
+                            stamp += 1
+                            s = _score(u, t, clock, score_kind, bytes_, cost, pred_ptr, pred_idx, succ_ptr,
+                                       succ_idx, n, resident, evicted, parent, cls_cost, roots, stamp, mark, work,
+                                       big, last_use, last_access, next_ptr, support, remaining)
+                            s = s * weights[u] * noise[u]
+                            if s < best_score or (s == best_score and u < best):
+                                best_score = s
+                                best = u
+                if used >= work_budget:
+                    return STATUS_WORK_SPENT, out_op[:k], out_node[:k], peak, total, used
                 if best < 0:
-                    return STATUS_NO_VICTIM, out_op[:k], out_node[:k], peak, total
+                    return STATUS_NO_VICTIM, out_op[:k], out_node[:k], peak, total, used
                 resident[best] = False
+                n_res = _res_remove(res_list, res_at, n_res, best)
                 mem -= bytes_[best]
                 evicted[best] = True
                 for j in range(pred_ptr[best], pred_ptr[best + 1]):
@@ -295,9 +434,13 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
             out_op[k] = 0
             out_node[k] = x
             k += 1
+            used += 3  # a step's own bookkeeping costs about three scored candidates
             if k > max_steps:
-                return STATUS_STEP_LIMIT, out_op[:k], out_node[:k], peak, total
+                return STATUS_STEP_LIMIT, out_op[:k], out_node[:k], peak, total, used
+            if used >= work_budget:
+                return STATUS_WORK_SPENT, out_op[:k], out_node[:k], peak, total, used
             resident[x] = True
+            n_res = _res_add(res_list, res_at, n_res, x)
             mem += need
             if mem > peak:
                 peak = mem
@@ -309,10 +452,17 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                     support[pred_idx[j]] -= 1
             clock += 1
             last_access[x] = clock
+            if static and bytes_[x] > 0:
+                ver[x] += 1
+                key = (float(clock + 1) if score_kind == SCORE_LRU else 1.0 / bytes_[x]) * weights[x] * noise[x]
+                hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, key, x, ver[x])
             sp -= 1
             for j in range(pred_ptr[x], pred_ptr[x + 1]):
                 u = pred_idx[j]
                 last_access[u] = clock
+                if score_kind == SCORE_LRU and bytes_[u] > 0:
+                    ver[u] += 1
+                    hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, float(clock + 1) * weights[u] * noise[u], u, ver[u])
                 lock[u] -= 1
                 if sp == 0:
                     remaining[u] -= 1
@@ -322,6 +472,7 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                 u = pred_idx[j]
                 if resident[u] and done[u] and remaining[u] == 0 and lock[u] == 0 and support[u] == 0:
                     resident[u] = False
+                    n_res = _res_remove(res_list, res_at, n_res, u)
                     mem -= bytes_[u]
                     out_op = _grow(out_op, k)
                     out_node = _grow(out_node, k)
@@ -330,6 +481,7 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                     k += 1
             if done[x] and remaining[x] == 0 and lock[x] == 0 and support[x] == 0:
                 resident[x] = False
+                n_res = _res_remove(res_list, res_at, n_res, x)
                 mem -= bytes_[x]
                 out_op = _grow(out_op, k)
                 out_node = _grow(out_node, k)
@@ -340,6 +492,7 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
             u = drop_idx[j]
             if resident[u] and lock[u] == 0 and remaining[u] > 0:
                 resident[u] = False
+                n_res = _res_remove(res_list, res_at, n_res, u)
                 mem -= bytes_[u]
                 evicted[u] = True
                 for j2 in range(pred_ptr[u], pred_ptr[u + 1]):
@@ -349,136 +502,4 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                 out_op[k] = 1
                 out_node[k] = u
                 k += 1
-    return STATUS_OK, out_op[:k], out_node[:k], peak, total
-
-
-@njit(cache=True)
-def _last_uses(seq, active, pred_ptr, pred_idx, n):
-    """For each position, the position after which the instance computed
-    there is freed (its last reader in the sequence, or itself)."""
-    K = seq.shape[0]
-    end = np.empty(K, dtype=np.int64)
-    alive_until = np.full(n, -1, dtype=np.int64)
-    for pos in range(K - 1, -1, -1):
-        if not active[pos]:
-            end[pos] = -1
-            continue
-        v = seq[pos]
-        end[pos] = alive_until[v] if alive_until[v] >= 0 else pos
-        alive_until[v] = -1
-        for j in range(pred_ptr[v], pred_ptr[v + 1]):
-            u = pred_idx[j]
-            if alive_until[u] < 0:
-                alive_until[u] = pos
-    return end
-
-
-@njit(cache=True)
-def sequence_peak_kernel(seq, active, bytes_, pred_ptr, pred_idx):
-    """Peak memory of the minimal-memory plan of ``seq[active]``."""
-    n = bytes_.shape[0]
-    K = seq.shape[0]
-    end = _last_uses(seq, active, pred_ptr, pred_idx, n)
-    release = np.zeros(K, dtype=np.int64)
-    for pos in range(K):
-        if active[pos]:
-            release[end[pos]] += bytes_[seq[pos]]
-    mem = 0
-    peak = 0
-    for pos in range(K):
-        if active[pos]:
-            mem += bytes_[seq[pos]]
-            if mem > peak:
-                peak = mem
-        mem -= release[pos]
-    return peak
-
-
-@njit(cache=True)
-def sequence_plan_kernel(seq, active, bytes_, pred_ptr, pred_idx):
-    """``(op, node, peak)`` of the minimal-memory plan of ``seq[active]``:
-    compute in order, free each value right after its last reader."""
-    n = bytes_.shape[0]
-    K = seq.shape[0]
-    end = _last_uses(seq, active, pred_ptr, pred_idx, n)
-    # bucket frees by position (CSR)
-    cnt = np.zeros(K + 1, dtype=np.int64)
-    for pos in range(K):
-        if active[pos]:
-            cnt[end[pos] + 1] += 1
-    for pos in range(K):
-        cnt[pos + 1] += cnt[pos]
-    fill = cnt[:K].copy()
-    frees = np.empty(cnt[K], dtype=np.int64)
-    for pos in range(K):
-        if active[pos]:
-            frees[fill[end[pos]]] = seq[pos]
-            fill[end[pos]] += 1
-    m = 0
-    for pos in range(K):
-        if active[pos]:
-            m += 1
-    total = m + cnt[K]
-    op = np.empty(total, dtype=np.int8)
-    node = np.empty(total, dtype=np.int64)
-    k = 0
-    mem = 0
-    peak = 0
-    for pos in range(K):
-        if active[pos]:
-            op[k] = 0
-            node[k] = seq[pos]
-            k += 1
-            mem += bytes_[seq[pos]]
-            if mem > peak:
-                peak = mem
-        a = cnt[pos]
-        b = cnt[pos + 1]
-        # frees in node order for determinism
-        seg = np.sort(frees[a:b])
-        for q in range(seg.shape[0]):
-            op[k] = 1
-            node[k] = seg[q]
-            k += 1
-            mem -= bytes_[seg[q]]
-    return op, node, peak
-
-
-@njit(cache=True)
-def prune_kernel(seq, active, bytes_, cost, pred_ptr, pred_idx, budget, max_tries):
-    """Drop recomputations (non-first occurrences) from ``seq`` while the
-    peak stays within ``budget``; most expensive first.  Modifies and
-    returns ``active``; also returns how many were dropped."""
-    n = bytes_.shape[0]
-    K = seq.shape[0]
-    seen = np.zeros(n, dtype=np.bool_)
-    cand = np.empty(K, dtype=np.int64)
-    nc = 0
-    for pos in range(K):
-        if not active[pos]:
-            continue
-        v = seq[pos]
-        if seen[v]:
-            cand[nc] = pos
-            nc += 1
-        seen[v] = True
-    cand = cand[:nc]
-    key = np.empty(nc, dtype=np.float64)
-    for i in range(nc):
-        key[i] = -cost[seq[cand[i]]]
-    order = np.argsort(key, kind="mergesort")
-    dropped = 0
-    tries = 0
-    for i in range(nc):
-        if tries >= max_tries:
-            break
-        pos = cand[order[i]]
-        if cost[seq[pos]] <= 0.0:
-            continue
-        tries += 1
-        active[pos] = False
-        if sequence_peak_kernel(seq, active, bytes_, pred_ptr, pred_idx) <= budget:
-            dropped += 1
-        else:
-            active[pos] = True
-    return active, dropped
+    return STATUS_OK, out_op[:k], out_node[:k], peak, total, used

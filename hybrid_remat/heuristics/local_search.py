@@ -1,95 +1,164 @@
-"""Local search on a plan: ruin-and-recreate, randomized re-planning and
-recomputation pruning.
+"""The improver family: drop recomputations, local search and
+ruin-and-recreate (LNS) on one-device plans.
 
-:meth:`LocalSearch.improve` takes any one-device plan (a heuristic's or the
-exact engine's incumbent), drops the recomputations the budget does not
-need (:func:`~hybrid_remat.heuristics.executor.prune_kernel`), then, until
-its time limit, mostly applies *ruin and recreate* moves to the best
-compute sequence (drop a random share of its recomputations, repair the
-budget violations by lifetime splitting, prune; keep the result when it is
-no more costly), interleaved with fresh randomized plans (lifetime
-splitting with seeded score noise; DTR eviction with random per-value score
-weights).  When nothing fits at first, a budget continuation (plans for
-slightly larger budgets repaired step by step) provides a start.  Every
-returned plan passed the simulator.
+All three are :class:`~hybrid_remat.interfaces.Improver`\\ s: ``improve(problem,
+plan, *, seed=0, limits=None, on_incumbent=None, shared=None)`` returns a
+plan at most as costly as ``plan`` (``plan`` itself when nothing better was
+found), reports each strict improvement with ``on_incumbent(plan, name)`` as
+it is found, and returns within ``limits``.  Every plan they hand out passed
+the simulator.
+
+* ``drop_recomputations`` (:class:`DropRecomputations`): the plan's compute
+  sequence without unread recomputations and without every recomputation
+  the budget does not need, most expensive first
+  (:func:`hybrid_remat.core.sequence.drop_recomputations`; near-linear).
+* ``local_search`` (:class:`LocalSearch`): prune the plan, add deterministic
+  starts (lifetime splitting, DTR eviction, budget continuations), then a
+  bounded number of moves (``max_iters``, default 300): mostly *ruin and
+  recreate* (drop a random share of the best sequence's recomputations,
+  repair the budget violations by lifetime splitting, prune; equal-cost
+  results are accepted to walk plateaus), interleaved with fresh randomized
+  plans (splitting with seeded score noise; DTR eviction with random
+  per-value score weights).  It is also a heuristic: ``run(problem)``
+  searches from no plan.
+* ``lns`` (:class:`LNS`): the same moves until its limits are spent, and
+  with ``shared`` (capability ``"shares_incumbent"``) it restarts from the
+  portfolio's incumbent whenever that is better than its own best.
 
 Examples
 --------
 >>> from hybrid_remat.generators import random_layered
+>>> from hybrid_remat.limits import Limits
 >>> from hybrid_remat.problem import Problem
 >>> from hybrid_remat.simulate import simulate
 >>> p = Problem.single(random_layered(60, seed=3), "90%")
->>> plan = LocalSearch(time_limit=0.05).run(p)
+>>> plan = LocalSearch(max_iters=20).run(p)
 >>> plan is None or simulate(p, plan).valid
+True
+>>> better = LNS().improve(p, plan, limits=Limits(work=2_000_000)) if plan is not None else None
+>>> better is None or simulate(p, better).total_time <= simulate(p, plan).total_time
 True
 """
 
 from __future__ import annotations
 
-import time
+import math
 
 import numpy as np
 
+from ..core.sequence import drop_recomputations
 from ..errors import PlanError
-from ..interfaces import Heuristic
+from ..interfaces import Improver
+from ..limits import Limits
 from ..simulate import simulate
-from .common import GraphArrays, finish, prune_sequence, run_executor, sequence_of_plan
-from .splitting import ruin_and_recreate, split_continuation, split_sequence
+from .common import GraphArrays, WorkMeter, finish, sequence_of_plan
+from .lifetime_split import ruin_and_recreate, split_continuation, split_sequence
 
-__all__ = ["LocalSearch"]
+__all__ = ["DropRecomputations", "LocalSearch", "LNS", "FIRST_START_WORK"]
 
 _SCORES = ("next_use_full", "dtr_eq", "next_use_eq", "dtr", "msps")
+#: work units the first deterministic start may use even when the limits are already spent (about 10 ms):
+#: a stopped search still returns the plan every search starts from on small graphs
+FIRST_START_WORK = 200_000
+_SPLIT_SECONDS_PER_N18 = 7.6e-8  # a lifetime-splitting run takes about 7.6e-8 n^1.8 s (LifetimeSplit.predict_seconds)
+_FLOOR_SECONDS = 0.01  # about what FIRST_START_WORK buys
+_FAMILY_CAPS = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
 
 
-class LocalSearch(Heuristic):
-    """Improve plans for a given time.
+class DropRecomputations(Improver):
+    """Drop the recomputations the budget does not need (near-linear,
+    deterministic); see :func:`hybrid_remat.core.sequence.drop_recomputations`."""
+
+    name = "drop_recomputations"
+    version = "2"
+    capabilities = _FAMILY_CAPS
+    rank = 1.0
+
+    def improve(self, problem, plan, *, seed: int = 0, limits=None, on_incumbent=None, shared=None):
+        if plan is None:
+            return None
+        out = drop_recomputations(problem, plan, limits=limits)
+        if out is not plan and on_incumbent is not None:
+            if simulate(problem, out).total_time < simulate(problem, plan).total_time:
+                on_incumbent(out, self.name)
+        return out
+
+
+class LocalSearch(Improver):
+    """Improve plans with ruin-and-recreate moves (see the module docstring).
 
     Parameters
     ----------
-    time_limit : float
-        Seconds :meth:`run` spends improving at most (default 1 s).
+    time_limit : float or None
+        Seconds one call spends at most (on top of ``limits``; default 1 s;
+        ``None``: only ``limits``).
     max_iters : int or None
-        Moves of the improvement loop (default 300).  With a move budget the
-        result is deterministic for a seed as long as the time limit does not
-        bind first; ``None`` improves until the time limit.
+        Moves of the improvement loop (default 300); ``None``: until the
+        limits.  With a move or work budget and no deadline the result is
+        deterministic for a seed.
     """
 
     name = "local_search"
-    version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget"})
+    version = "2"
+    capabilities = _FAMILY_CAPS
     rank = 50.0
 
-    def __init__(self, time_limit: float = 1.0, *, max_iters: int | None = 300, name: str | None = None):
-        self.time_limit = float(time_limit)
+    def __init__(self, time_limit: float | None = 1.0, *, max_iters: int | None = 300, name: str | None = None,
+                 rank: float | None = None):
+        self.time_limit = None if time_limit is None else float(time_limit)
         self.max_iters = max_iters
         if name:
             self.name = name
+        if rank is not None:
+            self.rank = rank
 
-    def run(self, problem, *, seed: int = 0):
-        return self.improve(problem, None, time_limit=self.time_limit, seed=seed)
+    def run(self, problem, *, seed: int = 0, limits=None):
+        """Search from no plan (the heuristic ``local_search``)."""
+        return self.improve(problem, None, seed=seed, limits=limits)
 
-    def improve(self, problem, plan=None, *, time_limit: float | None = None, seed: int = 0,
-                max_iters: int | None = -1, stop=None, on_improve=None, report_every: float = 1.0):
-        """Return a plan at most as costly as ``plan`` (``plan`` itself when
-        nothing better was found; ``None`` only if ``plan`` is ``None`` and no
-        feasible plan was found).  ``stop`` (a ``threading.Event``) ends the
-        improvement loop early; ``on_improve(plan)`` receives the best plan
-        so far when it improved, at most every ``report_every`` seconds."""
-        deadline = time.perf_counter() + (self.time_limit if time_limit is None else float(time_limit))
-        if max_iters == -1:
-            max_iters = self.max_iters
+    def _limits(self, limits, time_limit, stop):
+        lim = limits if limits is not None else Limits()
+        t = self.time_limit if time_limit is None else float(time_limit)
+        if t is not None:
+            lim = lim.share(t)
+        if stop is not None and lim.stop is None:
+            from dataclasses import replace
+
+            lim = replace(lim, stop=stop)
+        return lim
+
+    def improve(self, problem, plan=None, *, seed: int = 0, limits=None, on_incumbent=None, shared=None,
+                time_limit: float | None = None, max_iters: int | None = -1, stop=None, on_improve=None):
+        """A plan at most as costly as ``plan`` (``plan`` itself when nothing
+        better was found; ``None`` only if ``plan`` is ``None`` and no
+        feasible plan was found).
+
+        ``limits`` bounds time and work (``time_limit`` and ``stop`` are the
+        older spelling; the tighter applies); ``max_iters`` overrides the
+        move budget (``-1``: the object's).  ``on_incumbent(plan, name)``
+        (or the older ``on_improve(plan)``) receives each strict improvement
+        over ``plan`` as it is found."""
+        lim = self._limits(limits, time_limit, stop)
+        moves = self.max_iters if max_iters == -1 else max_iters
         a = GraphArrays.from_problem(problem)
-        best_seq, best_cost = None, np.inf
-        base_plan, base_cost = None, np.inf
-        if plan is not None:
-            res = simulate(problem, plan)
-            if res.valid:
-                base_plan, base_cost = plan, res.total_time
-                try:
-                    seq = prune_sequence(a, sequence_of_plan(plan))
-                    best_seq, best_cost = seq, float(a.cost[seq].sum())
-                except PlanError:
-                    pass
+        meter = WorkMeter(lim)
+        base_plan, base_cost = None, math.inf
+        best_seq, best_cost = None, math.inf
+        reported = {"cost": math.inf}
+
+        def report():
+            if best_seq is None or best_cost >= min(reported["cost"], base_cost) - 1e-12:
+                return
+            if on_incumbent is None and on_improve is None:
+                return
+            out = finish(problem, a, best_seq, self.name, seed=seed)
+            if out is None:
+                return
+            reported["cost"] = best_cost
+            if on_incumbent is not None:
+                on_incumbent(out, self.name)
+            if on_improve is not None:
+                on_improve(out)
 
         def consider(seq):
             nonlocal best_seq, best_cost
@@ -98,66 +167,131 @@ class LocalSearch(Heuristic):
             c = float(a.cost[seq].sum())
             if c < best_cost - 1e-12:
                 best_seq, best_cost = seq, c
+                report()
 
-        # deterministic starts first (the first one even past the deadline)
-        for pick in (0, 1, 2):
-            consider(split_sequence(a, seed=seed, pick=pick))
-            if time.perf_counter() >= deadline:
-                break
-        for sc in _SCORES[:2]:
-            if time.perf_counter() >= deadline and best_seq is not None:
-                break
-            r = run_executor(a, score=sc, seed=seed)
-            if r.ok:
-                consider(prune_sequence(a, r.seq))
-        for pick in (0, 1, 2):
-            if time.perf_counter() >= deadline and (best_seq is not None or pick > 0):
-                break
-            seq = split_continuation(a, seed=seed, pick=pick)
-            consider(seq)
-            if seq is None:
-                break
+        if plan is not None:
+            res = simulate(problem, plan)
+            if res.valid:
+                base_plan, base_cost = plan, res.total_time
+                try:
+                    consider(meter.prune(a, sequence_of_plan(plan)))
+                except PlanError:
+                    pass
+        # a whole lifetime-splitting run that cannot finish in the time left is not started (large graphs)
+        split_slow = _SPLIT_SECONDS_PER_N18 * float(a.n) ** 1.8 > max(lim.left(), _FLOOR_SECONDS)
+        self._starts(a, meter, seed, consider, lambda: best_seq is not None, split_slow)
         rng = np.random.default_rng(seed)
-        # nothing fits yet: finer continuations while time remains
-        for n_steps, pick in ((16, 0), (16, 1), (16, 2), (32, 0), (32, 1), (32, 2), (64, 0)):
-            if best_seq is not None or time.perf_counter() >= deadline:
-                break
-            consider(split_continuation(a, n_steps=n_steps, seed=seed, pick=pick))
         it = 0
-        reported = {"cost": min(best_cost, base_cost), "at": time.perf_counter()}
-
-        def report():
-            if on_improve is None or best_seq is None or best_cost >= reported["cost"] - 1e-12:
-                return
-            if time.perf_counter() - reported["at"] < report_every:
-                return
-            out = finish(problem, a, best_seq, self.name, seed=seed, iterations=it)
-            reported["at"] = time.perf_counter()
-            if out is not None:
-                reported["cost"] = best_cost
-                on_improve(out)
-
-        while time.perf_counter() < deadline and (max_iters is None or it < max_iters) and \
-                not (stop is not None and stop.is_set()):
+        while not meter.spent and (moves is None or it < moves):
             it += 1
-            report()
+            if shared is not None:
+                inc = self._shared_start(problem, a, meter, shared, best_cost)
+                if inc is not None:
+                    best_seq, best_cost = inc
+                    reported["cost"] = min(reported["cost"], best_cost)  # the portfolio has it already
             if best_seq is not None and it % 5:
                 # ruin and recreate: drop some recomputations, repair by splitting;
                 # equal-cost moves are accepted to walk plateaus
                 cand = ruin_and_recreate(a, best_seq, rng, frac=float(rng.uniform(0.05, 0.5)),
-                                         pick=int(rng.integers(3)), noise=float(rng.uniform(0.0, 0.5)))
+                                         pick=int(rng.integers(3)), noise=float(rng.uniform(0.0, 0.5)), meter=meter)
                 if cand is not None and float(a.cost[cand].sum()) <= best_cost + 1e-12:
+                    better = float(a.cost[cand].sum()) < best_cost - 1e-12
                     best_seq, best_cost = cand, float(a.cost[cand].sum())
-            elif it % 3:
+                    if better:
+                        report()
+            elif it % 3 and not split_slow:
                 consider(split_sequence(a, noise=float(rng.uniform(0.1, 0.8)), seed=int(rng.integers(1 << 30)),
-                                        pick=int(rng.integers(3)), max_splits=int(rng.integers(2, 6))))
+                                        pick=int(rng.integers(3)), max_splits=int(rng.integers(2, 6)), meter=meter))
             else:
                 w = np.exp(rng.normal(0.0, float(rng.uniform(0.2, 1.5)), a.n))
                 sc = _SCORES[int(rng.integers(len(_SCORES)))]
-                r = run_executor(a, score=sc, weights=w, seed=int(rng.integers(1 << 30)))
+                r = meter.execute(a, score=sc, weights=w, seed=int(rng.integers(1 << 30)))
                 if r.ok:
-                    consider(prune_sequence(a, r.seq))
+                    consider(meter.prune(a, r.seq))
         if best_seq is None or best_cost >= base_cost - 1e-12:
             return base_plan
         out = finish(problem, a, best_seq, self.name, seed=seed, iterations=it)
         return out if out is not None else base_plan
+
+    @staticmethod
+    def _starts(a, meter, seed, consider, have_plan, split_slow: bool) -> None:
+        """Deterministic starts while the limits allow (the first one with
+        at least :data:`FIRST_START_WORK` units).  When a lifetime-splitting
+        run cannot finish in the time left (``split_slow``, large graphs),
+        only the near-linear DTR starts run, the cheapest eviction first."""
+
+        def dtr_starts(scores=_SCORES[:2]):
+            for sc in scores:
+                if meter.spent:
+                    return
+                r = meter.execute(a, score=sc, seed=seed)
+                if r.ok:
+                    consider(meter.prune(a, r.seq))
+
+        if split_slow:
+            dtr_starts(("size",) + _SCORES[:2])
+            return
+        meter.floor = FIRST_START_WORK
+        consider(split_sequence(a, seed=seed, pick=0, meter=meter))
+        meter.floor = 0
+        for pick in (1, 2):
+            if meter.spent:
+                return
+            consider(split_sequence(a, seed=seed, pick=pick, meter=meter))
+        dtr_starts()
+        for pick in (0, 1, 2):
+            if meter.spent:
+                return
+            seq = split_continuation(a, seed=seed, pick=pick, meter=meter)
+            consider(seq)
+            if seq is None:
+                break
+        # nothing fits yet: finer continuations while the limits allow
+        for n_steps, pick in ((16, 0), (16, 1), (16, 2), (32, 0), (32, 1), (32, 2), (64, 0)):
+            if have_plan() or meter.spent:
+                return
+            consider(split_continuation(a, n_steps=n_steps, seed=seed, pick=pick, meter=meter))
+
+    @staticmethod
+    def _shared_start(problem, a, meter, shared, best_cost):
+        """``(sequence, cost)`` of the portfolio's incumbent when it beats
+        ``best_cost``, else ``None``."""
+        try:
+            if not shared.incumbent_value() < best_cost - 1e-12:
+                return None
+            inc = shared.incumbent()
+            if inc is None or not problem.is_single_device:
+                return None
+            seq = meter.prune(a, sequence_of_plan(inc))
+        except PlanError:
+            return None
+        return seq, float(a.cost[seq].sum())
+
+
+class LNS(LocalSearch):
+    """Ruin and recreate until the limits are spent, restarting from the
+    portfolio's incumbent (``shared``) whenever it is better than its own.
+
+    ``max_iters`` (default ``None``: no move limit) makes runs
+    deterministic for a seed (tests)."""
+
+    name = "lns"
+    version = "2"
+    capabilities = _FAMILY_CAPS | {"shares_incumbent"}
+    rank = 20.0
+
+    #: moves when neither the limits nor ``max_iters`` bound the search
+    UNBOUNDED_MOVES = 1000
+
+    def __init__(self, *, max_iters: int | None = None, name: str | None = None, rank: float | None = None):
+        super().__init__(None, max_iters=max_iters, name=name, rank=rank)
+
+    def improve(self, problem, plan=None, *, seed: int = 0, limits=None, on_incumbent=None, shared=None,
+                time_limit: float | None = None, max_iters: int | None = -1, stop=None, on_improve=None):
+        moves = self.max_iters if max_iters == -1 else max_iters
+        lim = self._limits(limits, time_limit, stop)
+        if moves is None and lim.deterministic and lim.work is None:
+            moves = lim.nodes if lim.nodes is not None else self.UNBOUNDED_MOVES
+        return super().improve(problem, plan, seed=seed, limits=lim, on_incumbent=on_incumbent, shared=shared,
+                               max_iters=moves, on_improve=on_improve)
+

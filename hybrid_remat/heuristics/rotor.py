@@ -45,7 +45,7 @@ from ..budgets import keep_all_peak
 from ..interfaces import Heuristic
 from ..plan import keep_all_plan
 from .checkpoints import forward_nodes, plan_from_checkpoints
-from .common import GraphArrays, finish
+from .common import GraphArrays, WorkMeter, finish
 
 __all__ = ["training_chain_layout", "rotor_dp", "rotor_sequence", "Rotor"]
 
@@ -218,8 +218,8 @@ class Rotor(Heuristic):
     """
 
     name = "rotor"
-    version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget"})
+    version = "2"
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
     rank = 4.0
 
     def __init__(self, *, slots: int = 400, max_stages: int = 60, dag_stages: int = 30, dag_slots: int = 200, name: str | None = None,
@@ -233,15 +233,21 @@ class Rotor(Heuristic):
         if rank is not None:
             self.rank = rank
 
-    def run(self, problem, *, seed: int = 0):
+    def run(self, problem, *, seed: int = 0, limits=None):
+        """The chain DP's plan on training chains (bounded size: the DP runs
+        to its end), else the best checkpoint plan of the budget sweep done
+        within ``limits``."""
         g = problem.graph
         if keep_all_peak(g) <= problem.budgets[0]:
             return keep_all_plan(g, problem.primary.name)  # nothing to recompute: optimal
+        meter = WorkMeter(limits)
+        if meter.spent:
+            return None
         a = GraphArrays.from_problem(problem)
-        layout = training_chain_layout(g)
+        layout = training_chain_layout(g) if g.n <= 2 * self.max_stages + 1 else None
         if layout is not None and layout[0] + 1 <= self.max_stages:
             return self._run_chain(problem, a, layout)
-        return self._run_dag(problem, a)
+        return self._run_dag(problem, a, meter)
 
     def _run_chain(self, problem, a, layout):
         L, y_nodes, d_nodes = layout
@@ -256,7 +262,7 @@ class Rotor(Heuristic):
         seq = np.array([y_nodes[c - 1] if c > 0 else d_nodes[-c - 1] for c in codes], dtype=np.int64)
         return finish(problem, a, seq, self.name, dp_cost=float(cost[0, 0, L + 1, M]))
 
-    def _run_dag(self, problem, a):
+    def _run_dag(self, problem, a, meter):
         g = problem.graph
         fwd = forward_nodes(g)
         if fwd.size < 2 or fwd.size == g.n:
@@ -272,6 +278,8 @@ class Rotor(Heuristic):
         dc = yc[:L] * 2.0
         best, best_cost = None, np.inf
         for frac in (1.0, 0.8, 0.6, 0.45, 0.3, 0.2):
+            if meter.spent:
+                break
             B = a.budget * frac
             unit = max(1.0, B / self.dag_slots)
             M = int(B // unit)
@@ -292,7 +300,7 @@ class Rotor(Heuristic):
                 s = j
             cps = [int(groups[j - 1][-1]) for j in kept if 1 <= j <= len(groups)]
             del codes
-            plan, c, _ = plan_from_checkpoints(problem, cps, solver=self.name, a=a)
+            plan, c, _ = plan_from_checkpoints(problem, cps, solver=self.name, a=a, meter=meter)
             if plan is not None and c < best_cost:
                 best, best_cost = plan, c
         return best

@@ -1,0 +1,13 @@
+"""The plan classes below heuristics, exact models and hetero planners.
+
+* :mod:`~hybrid_remat.core.sequence`: the minimal-memory plan of a compute
+  sequence (one kernel for its frees, profile and peak), pruning of
+  recomputations and of unread computations.
+* :mod:`~hybrid_remat.core.reductions`: relabelled and sub-problems
+  (apply -> solve -> invert).
+
+Both :mod:`hybrid_remat.heuristics` and :mod:`hybrid_remat.exact` import
+from here; nothing here imports them.
+"""
+
+__all__: list[str] = []
