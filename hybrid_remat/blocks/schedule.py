@@ -34,8 +34,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..heuristics.executor import sequence_plan_kernel
-from ..plan import Plan
+from ..core.sequence import minimal_plan
 
 __all__ = ["keep_sequence", "sequence_plan", "keep_sequence_kernel"]
 
@@ -96,10 +95,5 @@ def keep_sequence(graph, keep, order=None) -> np.ndarray:
     return seq
 
 
-def sequence_plan(graph, seq, device: str = "gpu", meta: dict | None = None) -> tuple[Plan, int]:
-    """The minimal-memory plan of a compute sequence and its peak bytes."""
-    seq = np.ascontiguousarray(seq, dtype=np.int64)
-    op, node, peak = sequence_plan_kernel(seq, np.ones(seq.shape[0], dtype=np.bool_),
-                                          np.ascontiguousarray(graph.bytes, dtype=np.int64),
-                                          graph.pred_ptr, graph.pred_idx)
-    return Plan.single_device(op, node, device, meta), int(peak)
+#: the minimal-memory plan of a compute sequence (one kernel for the whole library: core/sequence.py)
+sequence_plan = minimal_plan
