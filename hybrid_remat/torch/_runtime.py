@@ -62,7 +62,7 @@ from ._common import (
     tree_leaves,
     unflatten,
 )
-from ._trace import OwnerMap, as_inputs, default_loss
+from ._trace import OwnerMap, as_inputs, require_loss
 
 __all__ = ["PlannedStep", "TorchPlanWarning", "apply"]
 
@@ -455,10 +455,13 @@ class PlannedStep:
     model : torch.nn.Module
     tplan : TorchPlan or None
         ``None`` keeps everything (plain training, with the same byte
-        accounting: the baseline).
+        accounting: the baseline).  A plan of mechanism ``"regions"`` runs
+        ``torch.utils.checkpoint`` on its modules; ``"ops"`` runs the
+        op-replay runtime.
     loss_fn : callable, optional
-        ``loss_fn(output) -> scalar``; defaults to the plan's tracing loss
-        (``output.float().pow(2).mean()``).
+        ``loss_fn(output) -> scalar``; defaults to the loss the plan was
+        traced with.  Calling the step without any raises (no stand-in loss
+        is ever used silently); the context form (:meth:`forward`) needs none.
 
     Attributes
     ----------
@@ -480,9 +483,16 @@ class PlannedStep:
     def __init__(self, model, tplan=None, loss_fn: Callable | None = None):
         self.model = model
         self.tplan = tplan
-        self.loss_fn = loss_fn
+        self.loss_fn = loss_fn if loss_fn is not None else getattr(tplan, "loss_fn", None)
         self.stats: dict = {}
         self._state: _StepState | None = None
+        self.runner = None
+        self.mechanism = getattr(tplan, "mechanism", "ops") if tplan is not None else "none"
+        if self.mechanism == "regions":
+            from ._regions import RegionRunner
+
+            self.runner = RegionRunner(model, tplan.regions)
+            return
         if tplan is None:
             self.ops = None
             self.n_fwd = 1 << 62
@@ -530,6 +540,10 @@ class PlannedStep:
     def forward(self):
         """Context for the forward (and loss) of one step; call
         :meth:`finish` after ``backward()``."""
+        if self.runner is not None:
+            with self.runner.installed():
+                yield self.runner
+            return
         state = _StepState(self)
         self._state = state
         with torch.autograd.graph.saved_tensors_hooks(state.pack, state.unpack):
@@ -539,10 +553,17 @@ class PlannedStep:
 
     def finish(self) -> dict:
         """Close the step: collect its figures and free what it held."""
+        if self.runner is not None:
+            self.stats = {"mechanism": "regions", "n_regions": len(self.runner.targets), "fallback": None}
+            if self.tplan is not None:
+                self.stats["budget_bytes"] = self.tplan.budget_bytes
+                self.stats["predicted_peak_bytes"] = self.tplan.predicted_peak_bytes
+            return self.stats
         s = self._state
         if s is None:
             return self.stats
         self.stats = {
+            "mechanism": self.mechanism,
             "saved_peak_bytes": int(s.acct.peak),
             "saved_bytes_at_backward": int(s.bytes_at_backward),
             "n_saved_kept": s.n_kept,
@@ -566,14 +587,16 @@ class PlannedStep:
         self._state = None
         return self.stats
 
-    def __call__(self, *inputs, loss_fn: Callable | None = None) -> torch.Tensor:
-        """Forward, loss and backward (gradients accumulate in ``.grad``);
-        returns the detached loss."""
+    def __call__(self, *inputs, loss_fn: Callable | None = None, **kwargs) -> torch.Tensor:
+        """Forward (``model(*inputs, **kwargs)``), loss and backward
+        (gradients accumulate in ``.grad``); returns the detached loss."""
         inputs = as_inputs(inputs if len(inputs) != 1 else inputs[0])
-        lf = loss_fn or self.loss_fn or default_loss
+        lf = require_loss(loss_fn or self.loss_fn, "the planned step (apply(model, tplan, loss_fn) or step(x, loss_fn=))")
         try:
             with self.forward():
-                loss = lf(self.model(*inputs))
+                loss = lf(self.model(*inputs, **kwargs))
+                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                    raise HybridRematError("loss_fn must return a scalar tensor")
             loss.backward()
         finally:
             self.finish()
@@ -602,7 +625,10 @@ class _AllTrue:
 
 
 def apply(model, tplan, loss_fn: Callable | None = None) -> PlannedStep:
-    """The training-step callable that follows ``tplan`` (see :class:`PlannedStep`)."""
+    """The training-step callable that follows ``tplan`` (see :class:`PlannedStep`).
+
+    ``loss_fn`` defaults to the loss ``tplan`` was traced with; a plan
+    without one (built from a graph or a file) needs it here or per call."""
     if tplan is not None and "torch" not in tplan.graph.meta:
         raise HybridRematError("apply() needs a plan from hybrid_remat.torch.plan")
     return PlannedStep(model, tplan, loss_fn)
