@@ -90,7 +90,7 @@ def _best_of(fn, repeats: int, device_type: str) -> float:
     return min(times)
 
 
-def micro_overheads(device: torch.device, iters: int = 30) -> tuple[float, float]:
+def micro_overheads(device: torch.device, iters: int = 10) -> tuple[float, float]:
     """``(checkpoint_call_s, sac_op_s)`` measured on tiny functions (the
     op work itself subtracted)."""
     from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
