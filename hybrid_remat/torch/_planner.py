@@ -534,12 +534,19 @@ class TorchPlan:
         )
 
 
+def model_forward_end(graph: Graph) -> int:
+    """Number of forward nodes the model's forward ran (the loss's follow)."""
+    tm = graph.meta["torch"]
+    roots = [c for c in tm.get("calls", ()) if c[3] == -1]
+    return int(roots[0][2]) if roots else int(tm["n_forward"])
+
+
 def ops_digest(graph: Graph) -> str:
-    """A short hash of the traced step's forward ops (to match a plan file to a model)."""
+    """A short hash of the ops of the model's forward (the loss left out),
+    to match a plan file to a model."""
     import hashlib
 
-    tm = graph.meta["torch"]
-    text = "\n".join(tm["op"][: int(tm["n_forward"])])
+    text = "\n".join(graph.meta["torch"]["op"][: model_forward_end(graph)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -15,7 +15,15 @@ import numpy as np
 from ..errors import BudgetError, HybridRematError
 from ._calibrate import Overheads
 from ._calibrate import calibrate as measure_overheads
-from ._planner import TorchPlan, _problem, budget_bytes, executable_plan, ops_digest, plan_graph
+from ._planner import (
+    TorchPlan,
+    _problem,
+    budget_bytes,
+    executable_plan,
+    model_forward_end,
+    ops_digest,
+    plan_graph,
+)
 from ._regions import Region
 from ._trace import (
     as_inputs,
@@ -263,7 +271,9 @@ def load(model, path, loss_fn=None, *, example_inputs=None, example_kwargs=None)
             f"{os.fspath(path)} was planned for another forward (its ops differ from this model's on these inputs)"
         )
     keep = np.ones(int(g.meta["torch"]["n_forward"]), dtype=bool)
-    keep[np.asarray(summary.get("dropped_all", summary.get("dropped_nodes", [])), dtype=np.int64)] = False
+    end = model_forward_end(g)  # the loss may differ from the planned one: its nodes are kept
+    dropped = np.asarray(summary.get("dropped_all", summary.get("dropped_nodes", [])), dtype=np.int64)
+    keep[dropped[dropped < end]] = False
     from ..simulate import simulate
 
     problem = _problem(g, int(summary["budget_bytes"]), None)
