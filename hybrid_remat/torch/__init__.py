@@ -16,7 +16,7 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
         "hybrid_remat.torch needs PyTorch: pip install 'hybrid_remat[torch]'"
     ) from e
 
-from ._measure import LiveBytes, measure_step  # noqa: E402
+from ._measure import LiveBytes, allocator_peak, measure_step  # noqa: E402
 from ._planner import TorchPlan, budget_bytes, executable_order, executable_plan, plan_graph  # noqa: E402
 from ._regions import Region  # noqa: E402
 from ._runtime import PlannedStep, TorchPlanWarning, apply  # noqa: E402
@@ -26,7 +26,7 @@ from ._verify import load, plan  # noqa: E402
 __all__ = [
     "trace", "plan", "plan_graph", "apply", "load", "PlannedStep", "TorchPlan", "TorchPlanWarning", "Region",
     "measure_step", "LiveBytes", "default_loss", "executable_order", "executable_plan", "budget_bytes",
-    "CompileSolver",
+    "CompileSolver", "allocator_peak",
 ]
 
 

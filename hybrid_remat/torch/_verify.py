@@ -84,14 +84,17 @@ def plan(
         Also map the plan of :func:`hybrid_remat.anytime.anytime_solve`.
     mechanism : {"auto", "regions", "ops"}
         The runtime to plan for (see :func:`plan_graph`).
-    calibrate : bool
+    calibrate : bool or Overheads
         Measure the runtimes' own costs on the model (a few steps) so the
-        predicted step time includes them; otherwise only the framework time
-        per op is derived from the traced step.
+        predicted step time includes them (or reuse ``tplan.overheads`` of an
+        earlier plan); ``False``: only the framework time per op, derived
+        from the traced step.
     verify : bool
-        Run the best plan of each runtime once under
-        :class:`~hybrid_remat.torch.LiveBytes` and ``verify_steps`` times for
-        time; keep the fastest whose live peak is within the budget
+        Run the best plan of each runtime once for its live peak
+        (:class:`~hybrid_remat.torch.LiveBytes`: every storage ATen calls
+        allocate, the runtime's transient buffers included; kernels' internal
+        workspaces are not) and ``verify_steps`` times for time; keep the
+        fastest whose live peak is within the budget
         (re-planning with a tighter budget when none is), and record the
         figures in ``measured``.
 
@@ -117,7 +120,9 @@ def plan(
     g = graph if graph is not None else trace(
         model, inputs, loss_fn, example_kwargs=kwargs, costs=costs, repeats=repeats, cost_model=cost_model, name=name
     )
-    if calibrate:
+    if isinstance(calibrate, Overheads):
+        oh = calibrate
+    elif calibrate:
         oh = measure_overheads(model, inputs, loss_fn, kwargs, g, device)
     else:
         oh = _per_node_only(g)
@@ -138,9 +143,11 @@ def _per_node_only(g) -> Overheads:
 
 
 def measure_candidates(model, inputs, kwargs, loss_fn, device, plans, steps: int) -> list[dict]:
-    """Per plan: live peak (``LiveBytes``, parameter gradients excluded) and
-    fastest of ``steps`` step times, the plans (and a plain step) run in
-    turn; ``model``'s state is restored by the caller."""
+    """Per plan: live peak (:class:`~hybrid_remat.torch.LiveBytes`: the
+    storages ATen calls allocate, parameter gradients left out -- the
+    quantity of the traced graph's peak) and fastest of ``steps`` step
+    times, the plans and a plain step run in turn; ``model``'s state is
+    restored by the caller."""
     from ._measure import measure_step
     from ._runtime import PlannedStep, TorchPlanWarning
     from ._trace import interleaved_times, run_step

@@ -37,7 +37,7 @@ import time
 import warnings
 
 import numpy as np
-from torch._inductor.custom_graph_pass import CustomKnapsackSolver, get_hash_for_files
+from torch._inductor.custom_graph_pass import CustomKnapsackSolver, CustomPartitionerFn, get_hash_for_files
 
 from ..budgets import keep_all_peak
 from ..errors import HybridRematError
@@ -46,7 +46,7 @@ from ..simulate import simulate
 from ._joint import joint_to_graph
 from ._planner import budget_bytes, executable_plan, search_keep_set
 
-__all__ = ["CompileSolver"]
+__all__ = ["CompileSolver", "PartitionRecorder", "partition_stats"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = tuple(os.path.join(_HERE, f) for f in ("compile.py", "_joint.py", "_planner.py", "cost_model.py"))
@@ -217,3 +217,63 @@ class CompileSolver(CustomKnapsackSolver):
                 RuntimeWarning, stacklevel=3,
             )
         return sorted(best), report
+
+
+# ------------------------------------------------------------ inspection
+def partition_stats(fw_module, bw_module) -> dict:
+    """What a forward/backward partition saves and recomputes.
+
+    ``saved_bytes``: the activations the backward graph reads from the
+    forward (parameters, inputs and tangents left out); ``recomputed_flops``
+    and ``n_recomputed``: the forward ops the backward graph runs again."""
+    from torch._functorch.partitioners import _size_of
+
+    from ._joint import _flops
+
+    fw_ops = {n.name for n in fw_module.graph.nodes if n.op == "call_function"}
+    saved = [n for n in bw_module.graph.nodes if n.op == "placeholder"
+             and not n.name.startswith(("tangents", "primals")) and "val" in n.meta]
+    recomputed = [n for n in bw_module.graph.nodes if n.op == "call_function" and n.name in fw_ops]
+    return {
+        "saved_bytes": int(sum(_size_of(n) for n in saved)),
+        "n_saved": len(saved),
+        "n_recomputed": len(recomputed),
+        "recomputed_flops": float(sum(_flops(n) for n in recomputed)),
+    }
+
+
+class PartitionRecorder(CustomPartitionerFn):
+    """The min-cut partitioner of ``torch.compile``, recording
+    :func:`partition_stats` of every partition it makes (``records``).
+
+    For inductor: ``torch._inductor.config.custom_partitioner_fn = rec``;
+    :meth:`backend` gives a backend that partitions the same way and runs
+    the partitioned graphs eagerly (no code generation: quick to compile)."""
+
+    def __init__(self):
+        self.records: list[dict] = []
+
+    def __call__(self, gm, joint_inputs, **kwargs):
+        from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+        fw, bw = min_cut_rematerialization_partition(gm, joint_inputs, **kwargs)
+        self.records.append(partition_stats(fw, bw))
+        return fw, bw
+
+    def uuid(self):
+        return None  # never cached: every compile partitions (and records)
+
+    def backend(self):
+        """A ``torch.compile`` backend: inductor's decompositions and this
+        partitioner, graphs run eagerly."""
+        import functools
+        from importlib import import_module
+
+        from torch._dynamo.backends.common import aot_autograd
+        from torch._dynamo.backends.debugging import get_nop_func
+
+        return aot_autograd(
+            fw_compiler=get_nop_func(), bw_compiler=get_nop_func(),
+            decompositions=lambda: import_module("torch._inductor.compile_fx").select_decomp_table(),
+            partition_fn=functools.partial(self, compiler="inductor"),
+        )

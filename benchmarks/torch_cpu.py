@@ -1,0 +1,259 @@
+"""PyTorch frontend on CPU: model x budget x method.
+
+Methods: plain training; ``torch.utils.checkpoint`` on every block (as a user
+writes it); our eager runtime (``hrt.plan`` + ``hrt.apply``) at 70/50/30% of
+the traced keep-all peak and at the live peak per-block checkpointing
+measured ("= ckpt"); ``torch.compile`` with PT2's default partition, with
+its knapsack solver "dp" at ``activation_memory_budget`` 0.7/0.5/0.3, and
+with :class:`hybrid_remat.torch.CompileSolver` at the same budgets (ours:
+a fraction of the compiled graph's keep-all peak).
+
+Columns: held at backward = bytes the step holds when backward starts (saved
+activations, output, loss); live peak = the storages ATen calls allocate,
+alive at once (``hrt.LiveBytes``, parameter gradients left out: what the
+traced graph's peak and the budget count); allocator peak = the allocator's
+peak during the step above what was allocated before it (``torch.profiler``
+memory events, which see compiled code and kernels' workspaces too;
+parameter gradients pre-allocated); ok = live peak within the row's budget
+(% of the traced keep-all peak of the plain step; compiled rows: their
+allocator peak less the plain step's allocator-over-live excess); time = fastest step over the fastest plain step, run in
+turn; predicted = our plan's predicted step time (op times + the runtime's
+own measured cost) over the plain step; recomputed GFLOP = forward FLOPs
+the compiled backward runs again.
+
+By default the compiled rows use the partitioner with eager kernels
+(``--backend aot_eager``: same partition as inductor, no code generation, so
+the run fits a small CPU); ``--backend inductor`` compiles for real.
+
+Usage::
+
+    python -m benchmarks.torch_cpu                     # all models, ~30-60 min on 2 busy cores
+    python -m benchmarks.torch_cpu --quick             # tiny models, two budgets (smoke run)
+    python -m benchmarks.torch_cpu --models inplace_bn transformer_lm --budgets 50
+
+Needs torchvision for resnet18 / mobilenet_v2 / efficientnet_b0 (random
+weights); those rows are skipped without it.  Writes
+``benchmarks/results/torch_cpu.md`` and ``.json`` (``--out`` or ``$OUT``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+
+import torch
+
+import hybrid_remat.torch as hrt
+from hybrid_remat.budgets import keep_all_peak
+from hybrid_remat.errors import BudgetError
+
+try:
+    from benchmarks.torch_bench import (
+        aten_live_peak,
+        checkpoint_method,
+        compiled_method,
+        eager_method,
+        measure_memory,
+        plain_method,
+        time_ratio,
+    )
+    from benchmarks.torch_models import CPU_CASES, make_case
+except ImportError:  # run as a script from benchmarks/
+    from torch_bench import (  # type: ignore[no-redef]
+        aten_live_peak,
+        checkpoint_method,
+        compiled_method,
+        eager_method,
+        measure_memory,
+        plain_method,
+        time_ratio,
+    )
+    from torch_models import CPU_CASES, make_case  # type: ignore[no-redef]
+
+MB = 2**20
+
+
+def run_case(name, args, device, log) -> list[dict]:
+    case = make_case(name, device, size=args.size)
+    rows = []
+
+    def add(m, budget_pct=None, budget_bytes=None, compiled=False, **extra):
+        t0 = time.perf_counter()
+        mem = measure_memory(m, device)
+        if not compiled:
+            mem["aten_live_peak_bytes"] = aten_live_peak(m)
+        tr = time_ratio(m, plain, device, args.rounds) if m is not plain else {"time_ratio": 1.0}
+        row = {"model": name, "method": m.name, "budget_pct": budget_pct, "budget_bytes": budget_bytes, **mem,
+               **tr, **m.info, **extra}
+        if budget_bytes:
+            if compiled:  # the allocator's peak less what it sees beyond the graph in the plain step
+                row["within_budget"] = mem["live_peak_bytes"] - offset() <= budget_bytes
+            else:
+                row["within_budget"] = mem["aten_live_peak_bytes"] <= budget_bytes
+        rows.append(row)
+        log(f"[{name}] {m.name:<28} alloc {mem['live_peak_bytes'] / MB:8.2f} MB  aten {_mb(mem.get('aten_live_peak_bytes'))} MB  held {mem['held_at_backward_bytes'] / MB:8.2f}"
+            f" MB  time x{tr['time_ratio']:.2f}  ({time.perf_counter() - t0:.1f}s)")
+        return row
+
+    def offset():
+        return rows[0]["live_peak_bytes"] - rows[0]["aten_live_peak_bytes"]
+
+    plain = plain_method(case)
+    add(plain, note=case.note)
+    ck_row = add(checkpoint_method(case))
+    t0 = time.perf_counter()
+    graph = hrt.trace(case.model, case.inputs, case.loss_fn, example_kwargs=case.kwargs, repeats=args.repeats,
+                      name=name)
+    kap = keep_all_peak(graph)
+    rows[0]["keep_all_peak_bytes"] = kap
+    log(f"[{name}] traced {graph.n} nodes in {time.perf_counter() - t0:.1f}s, keep-all peak {kap / MB:.2f} MB")
+    budgets = [(f"{b}%", b, int(round(b / 100 * kap))) for b in args.budgets]
+    ck_live = ck_row["aten_live_peak_bytes"]
+    budgets.append(("= ckpt", round(100 * ck_live / kap, 1), ck_live))
+    calibration = True  # measured once, reused for every budget
+    for label, pct, nbytes in budgets:
+        t0 = time.perf_counter()
+        try:
+            tp = hrt.plan(case.model, case.inputs, case.loss_fn, budget=nbytes, example_kwargs=case.kwargs,
+                          graph=graph, time_limit=args.time_limit, use_solvers=args.solvers, calibrate=calibration)
+            calibration = tp.overheads
+        except BudgetError as e:
+            rows.append({"model": name, "method": f"ours eager @ {label}", "budget_pct": pct, "budget_bytes": nbytes,
+                         "error": str(e).split("; ")[-1]})
+            log(f"[{name}] ours eager @ {label}: {rows[-1]['error']}")
+            continue
+        add(eager_method(case, tp, f"ours eager @ {label}"), pct, nbytes, plan_s=time.perf_counter() - t0)
+    if args.no_compile:
+        return rows
+    add(compiled_method(case, "PT2 default", backend=args.backend), compiled=True)
+    for _, pct, nbytes in budgets[:-1]:
+        add(compiled_method(case, f"PT2 dp @ {pct}%", backend=args.backend, budget=pct / 100, solver="dp"),
+            pct, nbytes, compiled=True)
+        solver = hrt.CompileSolver(budget=pct / 100, time_limit=args.time_limit, use_solvers=args.solvers)
+        add(compiled_method(case, f"PT2 + ours @ {pct}%", backend=args.backend, solver=solver), pct, nbytes,
+            compiled=True)
+    return rows
+
+
+def _mb(x):
+    return f"{x / MB:.2f}" if isinstance(x, (int, float)) else "-"
+
+
+def summary(rows) -> list[str]:
+    """Per model: is one of ours as fast as per-block checkpointing at equal or lower live peak?"""
+    out = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        mine = [r for r in rows if r["model"] == model and "live_peak_bytes" in r]
+        ck = next((r for r in mine if r["method"] == "per-block checkpoint"), None)
+        ours = [r for r in mine if r["method"].startswith(("ours", "PT2 + ours"))]
+        if ck is None or not ours:
+            continue
+        cands = [r for r in ours if r["live_peak_bytes"] <= ck["live_peak_bytes"]]  # the allocator's view, all rows
+        over = [r["method"] for r in ours if r.get("within_budget") is False]
+        if cands:
+            best = min(cands, key=lambda r: r["time_ratio"])
+            verdict = "yes" if best["time_ratio"] <= ck["time_ratio"] else "no"
+            out.append(f"- {model}: per-block checkpoint x{ck['time_ratio']:.2f} at {_mb(ck['live_peak_bytes'])} MB; "
+                       f"fastest of ours at equal or lower live peak: {best['method']} x{best['time_ratio']:.2f} at "
+                       f"{_mb(best['live_peak_bytes'])} MB -> as fast: **{verdict}**"
+                       + (f"; over budget: {', '.join(over)}" if over else "; no live peak over its budget"))
+        else:
+            out.append(f"- {model}: none of ours reached per-block checkpointing's {_mb(ck['live_peak_bytes'])} MB")
+    return out
+
+
+def to_markdown(rows, meta) -> str:
+    lines = [
+        f"# PyTorch frontend on CPU ({meta['torch']}, {meta['threads']} thread(s), compiled rows: {meta['backend']})",
+        "",
+        __doc__.split("Usage::")[0].strip().split("\n\n", 1)[1],
+        "",
+        "| model | method | budget | held at bwd (MB) | live peak (MB) | allocator peak (MB) | ok | time | predicted "
+        "| recomputed GFLOP | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        bud = f"{r['budget_pct']}% ({_mb(r['budget_bytes'])} MB)" if r.get("budget_pct") is not None else "-"
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['method']} | {bud} | - | - | - | - | - | - | - | {r['error']} |")
+            continue
+        ok = {True: "yes", False: "**NO**"}.get(r.get("within_budget"), "-")
+        pred = f"x{r['predicted_ratio']:.2f}" if r.get("predicted_ratio") else "-"
+        flops = "-"
+        if r.get("partitions"):
+            flops = f"{sum(p['recomputed_flops'] for p in r['partitions']) / 1e9:.3f}"
+        note = r.get("note", "")
+        if r.get("mechanism"):
+            note = f"{r['mechanism']}" + (f", {r['n_regions']} regions" if r["mechanism"] == "regions" else "")
+            note += f", {r['family']}"
+        if r.get("solver_reports"):
+            rep = r["solver_reports"][-1]
+            note = (f"simulated peak {_mb(rep.get('predicted_peak_bytes'))} MB of {_mb(rep.get('keep_all_peak_bytes'))}"
+                    f", {rep.get('n_recomputed_banned')}/{rep.get('n_banned')} banned recomputed, {rep.get('family')}")
+        if r.get("compile_s") is not None:
+            note += f" (compile {r['compile_s']:.0f}s)"
+        if r["method"] == "plain" and r.get("keep_all_peak_bytes"):
+            note += f"; traced keep-all peak {_mb(r['keep_all_peak_bytes'])} MB"
+        lines.append(
+            f"| {r['model']} | {r['method']} | {bud} | {_mb(r['held_at_backward_bytes'])} | "
+            f"{_mb(r.get('aten_live_peak_bytes'))} | {_mb(r['live_peak_bytes'])} | {ok} | x{r['time_ratio']:.2f} | {pred} | {flops} | {note} |"
+        )
+    lines += ["", "## Ours vs per-block checkpointing", "", *summary(rows), "",
+              f"Command: `{meta['command']}`; wall time {meta['wall_s'] / 60:.1f} min on {meta['machine']}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=list(CPU_CASES))
+    ap.add_argument("--budgets", type=int, nargs="+", default=[70, 50, 30], help="%% of the traced keep-all peak")
+    ap.add_argument("--rounds", type=int, default=5, help="timed steps per method (fastest kept)")
+    ap.add_argument("--time-limit", type=float, default=5.0, help="planning seconds per budget")
+    ap.add_argument("--repeats", type=int, default=2, help="timed re-runs per op when tracing")
+    ap.add_argument("--backend", choices=("aot_eager", "inductor"), default="aot_eager")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: stable on a shared machine)")
+    ap.add_argument("--solvers", action="store_true", help="also map anytime_solve's plan (slower)")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
+    ap.add_argument("--quick", action="store_true", help="tiny models, budgets 70 50, 2 rounds")
+    ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                         "results"))
+    args = ap.parse_args(argv)
+    args.size = "tiny" if args.quick else "cpu"
+    if args.quick:
+        args.budgets, args.rounds, args.time_limit = args.budgets[:2], 2, min(args.time_limit, 2.0)
+    torch.set_num_threads(args.threads)
+    device = torch.device("cpu")
+    os.makedirs(args.out, exist_ok=True)
+    t_start = time.perf_counter()
+
+    def log(msg):
+        print(f"{time.perf_counter() - t_start:7.1f}s {msg}", flush=True)
+
+    rows = []
+    for name in args.models:
+        try:
+            rows += run_case(name, args, device, log)
+        except Exception as e:  # noqa: BLE001 - one model failing must not lose the others
+            traceback.print_exc()
+            rows.append({"model": name, "method": "-", "error": f"{type(e).__name__}: {e}".splitlines()[0]})
+    meta = {"torch": torch.__version__, "threads": args.threads, "backend": args.backend,
+            "machine": platform.processor() or platform.machine(), "wall_s": time.perf_counter() - t_start,
+            "command": "python -m benchmarks.torch_cpu " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "budgets": args.budgets, "rounds": args.rounds, "time_limit": args.time_limit}
+    stem = "torch_cpu" + ("_quick" if args.quick else "")
+    with open(os.path.join(args.out, stem + ".json"), "w") as fh:
+        json.dump({"meta": meta, "rows": rows}, fh, indent=1, default=str)
+    md = to_markdown(rows, meta)
+    with open(os.path.join(args.out, stem + ".md"), "w") as fh:
+        fh.write(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
