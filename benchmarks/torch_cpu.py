@@ -78,66 +78,101 @@ except ImportError:  # run as a script from benchmarks/
 MB = 2**20
 
 
-def run_case(name, args, device, log) -> list[dict]:
-    case = make_case(name, device, size=args.size)
-    rows = []
+class CaseRun:
+    """The rows of one model, measured in two phases (eager, compiled)."""
 
-    def add(m, budget_pct=None, budget_bytes=None, compiled=False, **extra):
+    def __init__(self, name, args, device, log):
+        self.name, self.args, self.device, self.log = name, args, device, log
+        self.case = make_case(name, device, size=args.size)
+        self.rows: list[dict] = []
+        self.plain = plain_method(self.case)
+        self.budgets: list = []
+
+    def late(self) -> bool:
+        return self.args.deadline is not None and time.perf_counter() > self.args.deadline
+
+    def skip(self, method, pct=None, nbytes=None):
+        self.rows.append({"model": self.name, "method": method, "budget_pct": pct, "budget_bytes": nbytes,
+                          "error": "skipped: out of time (--max-seconds)"})
+
+    def offset(self) -> int:
+        r = self.rows[0]
+        return r["live_peak_bytes"] - r.get("aten_live_peak_bytes", r["live_peak_bytes"])
+
+    def add(self, m, budget_pct=None, budget_bytes=None, compiled=False, **extra):
         t0 = time.perf_counter()
-        mem = measure_memory(m, device)
+        mem = measure_memory(m, self.device)
         if not compiled:
             mem["aten_live_peak_bytes"] = aten_live_peak(m)
-        tr = time_ratio(m, plain, device, args.rounds) if m is not plain else {"time_ratio": 1.0}
-        row = {"model": name, "method": m.name, "budget_pct": budget_pct, "budget_bytes": budget_bytes, **mem,
+        tr = time_ratio(m, self.plain, self.device, self.args.rounds) if m is not self.plain else {"time_ratio": 1.0}
+        row = {"model": self.name, "method": m.name, "budget_pct": budget_pct, "budget_bytes": budget_bytes, **mem,
                **tr, **m.info, **extra}
         if budget_bytes:
             if compiled:  # the allocator's peak less what it sees beyond the graph in the plain step
-                row["within_budget"] = mem["live_peak_bytes"] - offset() <= budget_bytes
+                row["within_budget"] = mem["live_peak_bytes"] - self.offset() <= budget_bytes
             else:
                 row["within_budget"] = mem["aten_live_peak_bytes"] <= budget_bytes
-        rows.append(row)
-        log(f"[{name}] {m.name:<28} alloc {mem['live_peak_bytes'] / MB:8.2f} MB  aten {_mb(mem.get('aten_live_peak_bytes'))} MB  held {mem['held_at_backward_bytes'] / MB:8.2f}"
-            f" MB  time x{tr['time_ratio']:.2f}  ({time.perf_counter() - t0:.1f}s)")
+        self.rows.append(row)
+        self.log(f"[{self.name}] {m.name:<24} alloc {_mb(mem['live_peak_bytes'])} MB, live "
+                 f"{_mb(mem.get('aten_live_peak_bytes'))} MB, held {_mb(mem['held_at_backward_bytes'])} MB, "
+                 f"time x{tr['time_ratio']:.2f} ({time.perf_counter() - t0:.1f}s)")
         return row
 
-    def offset():
-        return rows[0]["live_peak_bytes"] - rows[0]["aten_live_peak_bytes"]
-
-    plain = plain_method(case)
-    add(plain, note=case.note)
-    ck_row = add(checkpoint_method(case))
-    t0 = time.perf_counter()
-    graph = hrt.trace(case.model, case.inputs, case.loss_fn, example_kwargs=case.kwargs, repeats=args.repeats,
-                      name=name)
-    kap = keep_all_peak(graph)
-    rows[0]["keep_all_peak_bytes"] = kap
-    log(f"[{name}] traced {graph.n} nodes in {time.perf_counter() - t0:.1f}s, keep-all peak {kap / MB:.2f} MB")
-    budgets = [(f"{b}%", b, int(round(b / 100 * kap))) for b in args.budgets]
-    ck_live = ck_row["aten_live_peak_bytes"]
-    budgets.append(("= ckpt", round(100 * ck_live / kap, 1), ck_live))
-    calibration = True  # measured once, reused for every budget
-    for label, pct, nbytes in budgets:
+    def eager(self):
+        args, case, name = self.args, self.case, self.name
+        self.add(self.plain, note=case.note)
+        ck_row = self.add(checkpoint_method(case))
         t0 = time.perf_counter()
-        try:
-            tp = hrt.plan(case.model, case.inputs, case.loss_fn, budget=nbytes, example_kwargs=case.kwargs,
-                          graph=graph, time_limit=args.time_limit, use_solvers=args.solvers, calibrate=calibration)
-            calibration = tp.overheads
-        except BudgetError as e:
-            rows.append({"model": name, "method": f"ours eager @ {label}", "budget_pct": pct, "budget_bytes": nbytes,
-                         "error": str(e).split("; ")[-1]})
-            log(f"[{name}] ours eager @ {label}: {rows[-1]['error']}")
-            continue
-        add(eager_method(case, tp, f"ours eager @ {label}"), pct, nbytes, plan_s=time.perf_counter() - t0)
-    if args.no_compile:
-        return rows
-    add(compiled_method(case, "PT2 default", backend=args.backend), compiled=True)
-    for _, pct, nbytes in budgets[:-1]:
-        add(compiled_method(case, f"PT2 dp @ {pct}%", backend=args.backend, budget=pct / 100, solver="dp"),
-            pct, nbytes, compiled=True)
-        solver = hrt.CompileSolver(budget=pct / 100, time_limit=args.time_limit, use_solvers=args.solvers)
-        add(compiled_method(case, f"PT2 + ours @ {pct}%", backend=args.backend, solver=solver), pct, nbytes,
-            compiled=True)
-    return rows
+        graph = hrt.trace(case.model, case.inputs, case.loss_fn, example_kwargs=case.kwargs, repeats=args.repeats,
+                          name=name)
+        kap = keep_all_peak(graph)
+        self.rows[0]["keep_all_peak_bytes"] = kap
+        self.log(f"[{name}] traced {graph.n} nodes in {time.perf_counter() - t0:.1f}s, keep-all peak {_mb(kap)} MB")
+        self.budgets = [(f"{b}%", b, int(round(b / 100 * kap))) for b in args.budgets]
+        ck_live = ck_row["aten_live_peak_bytes"]
+        calibration = True  # measured once, reused for every budget
+        for label, pct, nbytes in [*self.budgets, ("= ckpt", round(100 * ck_live / kap, 1), ck_live)]:
+            if self.late():
+                self.skip(f"ours eager @ {label}", pct, nbytes)
+                continue
+            t0 = time.perf_counter()
+            try:
+                tp = hrt.plan(case.model, case.inputs, case.loss_fn, budget=nbytes, example_kwargs=case.kwargs,
+                              graph=graph, time_limit=args.time_limit, use_solvers=args.solvers,
+                              calibrate=calibration)
+                calibration = tp.overheads
+            except BudgetError as e:
+                self.rows.append({"model": name, "method": f"ours eager @ {label}", "budget_pct": pct,
+                                  "budget_bytes": nbytes, "error": str(e).split("; ")[-1]})
+                self.log(f"[{name}] ours eager @ {label}: {self.rows[-1]['error']}")
+                continue
+            self.add(eager_method(case, tp, f"ours eager @ {label}"), pct, nbytes, plan_s=time.perf_counter() - t0)
+
+    def compiled(self, budgets_pct=None, default=True):
+        args, case = self.args, self.case
+        todo = []
+        for _, pct, nbytes in self.budgets:
+            if budgets_pct is not None and pct not in budgets_pct:
+                continue
+            todo.append((f"PT2 dp @ {pct}%", pct, nbytes, pct / 100, "dp"))
+            todo.append((f"PT2 + ours @ {pct}%", pct, nbytes, None,
+                         hrt.CompileSolver(budget=pct / 100, time_limit=args.time_limit, use_solvers=args.solvers)))
+        if default:
+            todo.append(("PT2 default", None, None, None, None))
+        for label, pct, nbytes, budget, solver in todo:
+            if self.late():
+                self.skip(label, pct, nbytes)
+                continue
+            self.add(compiled_method(case, label, backend=args.backend, budget=budget, solver=solver), pct, nbytes,
+                     compiled=True)
+
+
+def run_case(name, args, device, log) -> list[dict]:
+    run = CaseRun(name, args, device, log)
+    run.eager()
+    if not args.no_compile:
+        run.compiled()
+    return run.rows
 
 
 def _mb(x):
@@ -167,11 +202,12 @@ def summary(rows) -> list[str]:
     return out
 
 
-def to_markdown(rows, meta) -> str:
+def to_markdown(rows, meta, doc: str | None = None) -> str:
+    doc = doc or __doc__
     lines = [
         f"# PyTorch frontend on CPU ({meta['torch']}, {meta['threads']} thread(s), compiled rows: {meta['backend']})",
         "",
-        __doc__.split("Usage::")[0].strip().split("\n\n", 1)[1],
+        doc.split("Usage::")[0].strip().split("\n\n", 1)[1],
         "",
         "| model | method | budget | held at bwd (MB) | live peak (MB) | allocator peak (MB) | ok | time | predicted "
         "| recomputed GFLOP | note |",
@@ -223,6 +259,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                                          "results"))
     args = ap.parse_args(argv)
+    args.deadline = None
     args.size = "tiny" if args.quick else "cpu"
     if args.quick:
         args.budgets, args.rounds, args.time_limit = args.budgets[:2], 2, min(args.time_limit, 2.0)

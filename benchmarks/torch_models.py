@@ -170,6 +170,50 @@ class InplaceBNNet(nn.Module):
         return self.head(self.blocks(self.stem(x)).mean((2, 3)))
 
 
+class Bottleneck(nn.Module):
+    def __init__(self, cin, mid, stride):
+        super().__init__()
+        cout = 4 * mid
+        self.conv1, self.bn1 = nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid)
+        self.conv2, self.bn2 = nn.Conv2d(mid, mid, 3, stride, 1, bias=False), nn.BatchNorm2d(mid)
+        self.conv3, self.bn3 = nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        idt = x if self.downsample is None else self.downsample(x)
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        y += idt
+        return self.relu(y)
+
+
+class ResNet50(nn.Module):
+    """ResNet-50's architecture (bottlenecks 3-4-6-3), used when torchvision is missing."""
+
+    def __init__(self, classes=1000):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64)
+        self.relu, self.maxpool = nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)
+        cin = 64
+        for i, (mid, n) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3), strict=True)):
+            blocks = []
+            for j in range(n):
+                blocks.append(Bottleneck(cin, mid, 2 if (j == 0 and i > 0) else 1))
+                cin = 4 * mid
+            setattr(self, f"layer{i + 1}", nn.Sequential(*blocks))
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        for i in range(1, 5):
+            x = getattr(self, f"layer{i}")(x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
 class GPT2Block(nn.Module):
     def __init__(self, d, h, p):
         super().__init__()
@@ -225,13 +269,14 @@ def make_case(name: str, device, *, size: str = "cpu", seed: int = 0) -> Case:
     tiny = size == "tiny"
     if name in ("resnet18", "mobilenet_v2", "efficientnet_b0", "resnet50"):
         tv = import_torchvision()
-        if tv is None:
+        if tv is None and name != "resnet50":
             raise RuntimeError(f"{name} needs torchvision (pip install torchvision matching torch)")
-        model = getattr(tv.models, name)(weights=None)
+        model = getattr(tv.models, name)(weights=None) if tv is not None else ResNet50()
+        src = "torchvision" if tv is not None else "ResNet-50 architecture (torchvision missing)"
         batch, res = {"tiny": (2, 32), "cpu": (8, 64), "gpu": (64, 224)}[size]
         x = torch.randn(batch, 3, res, res, generator=g)
         y = torch.randint(0, 1000, (batch,), generator=g)
-        case = Case(name, model, (x,), _ce(y.to(device)), _tv_blocks(name, model), f"torchvision, {batch}x3x{res}x{res}")
+        case = Case(name, model, (x,), _ce(y.to(device)), _tv_blocks(name, model), f"{name}: {src}, {batch}x3x{res}x{res}")
     elif name == "transformer_lm":
         V, d, L, T, B = (256, 32, 2, 16, 2) if tiny else (2000, 256, 4, 128, 8)
         model = TransformerLM(V, d, 4, L, 4 * d, T)
