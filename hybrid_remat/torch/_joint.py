@@ -10,6 +10,7 @@ and ``getitem`` are folded into the op that owns the storage), placeholders
 forward's order), then the backward's and the nodes the partitioner may put
 on either side, in graph order.  Costs come from the node's FLOPs and bytes
 (the roofline of :class:`~hybrid_remat.torch.cost_model.FlopsRooflineCostModel`).
+The gradients the graph returns count zero bytes (handed to the optimizer).
 """
 
 from __future__ import annotations
@@ -72,6 +73,13 @@ def _storage(t):
         return get_storage(t)
     except Exception:  # noqa: BLE001 - tensors without storage (subclasses)
         return None
+
+
+def _nbytes(t) -> int:
+    try:
+        return int(t.numel()) * t.element_size()
+    except Exception:  # noqa: BLE001 - symbolic sizes: the partitioner's fallback
+        return 4096 * t.element_size()
 
 
 def _flops(node) -> float:
@@ -140,8 +148,16 @@ def joint_to_graph(joint_graph, node_info, *, name: str = "joint") -> JointGraph
             u = index.get(a)
             if u is not None and u != v and u < v:
                 edges.add((u, v))
-    # reads through views and getitems: a consumer of an alias depends on the alias's owner
-    nbytes = np.array([_size_of(n) for n in fx_nodes], dtype=np.int64)
+    # gradients the joint graph returns are handed to the optimizer: outside the activation budget (as in trace)
+    out = next((n for n in joint_graph.nodes if n.op == "output"), None)
+    grad_storages = set()
+    if out is not None:
+        for a in out.all_input_nodes:
+            u = index.get(a)
+            if u is not None and u >= n_fwd:
+                grad_storages.update(s for s in (_storage(t) for t in _tensors(a.meta.get("val"))) if s is not None)
+    nbytes = np.array([max(0, _size_of(n) - sum(_nbytes(t) for t in _tensors(n.meta.get("val"))
+                                                 if _storage(t) in grad_storages)) for n in fx_nodes], dtype=np.int64)
     flops = np.array([_flops(n) for n in fx_nodes], dtype=np.float64)
     device = "cpu"
     for n in fx_nodes:
@@ -150,7 +166,6 @@ def joint_to_graph(joint_graph, node_info, *, name: str = "joint") -> JointGraph
             device = "gpu"
             break
     required = set()
-    out = next((n for n in joint_graph.nodes if n.op == "output"), None)
     if out is not None:
         for a in out.all_input_nodes:
             u = index.get(a)

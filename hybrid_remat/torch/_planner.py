@@ -625,7 +625,11 @@ def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: b
         if best_o is not None:
             found.append(best_o)
     if not found:
-        raise _budget_error(graph, nbytes, lows)
+        err = _budget_error(graph, nbytes, lows)
+        if lows:  # for hrt.plan: the plan behind the hint, to measure it
+            low = min(lows, key=lambda c: (c.peak, c.step_s))
+            err.lowest_plan = _to_plan(graph, _problem(graph, max(nbytes, low.peak), overheads), low, [], overheads)
+        raise err
     found.sort(key=lambda c: (c.step_s, c.peak))
     tp = _to_plan(graph, problem, found[0], tried, overheads)
     tp.alternatives = [_to_plan(graph, problem, c, tried, overheads) for c in found[1:]]

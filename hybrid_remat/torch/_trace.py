@@ -389,6 +389,7 @@ def trace(
     repeats: int = 3,
     warmup: bool = True,
     timed_steps: int = 3,
+    count_param_grads: bool = False,
     name: str | None = None,
     cost_model: Any = None,
 ) -> Graph:
@@ -419,6 +420,13 @@ def trace(
         Plain steps timed after the trace (``meta["torch"]["step_s"]``,
         their median): the wall time the planner calibrates its per-op
         overhead against; ``0`` skips them.
+    count_param_grads : bool
+        Count the buffers that become parameters' ``.grad`` in their
+        producers' bytes.  By default they are left out, like parameters and
+        inputs: they are handed to the optimizer (and outlive the step), so
+        the graph's peak is the activation memory a plan can change -- the
+        quantity :class:`~hybrid_remat.torch.LiveBytes` measures.  Their
+        total is ``meta["torch"]["param_grad_bytes"]``.
 
     Returns
     -------
@@ -479,11 +487,13 @@ def trace(
                     mode.phase = 1
                     loss.backward()
         required = []
+        grad_bufs = set()  # buffers that end the step as a parameter's .grad
         for p in model.parameters():
             if p.grad is not None:
                 o = mode.owners.get(p.grad)
                 if o is not None:
                     required.append(o[0])
+                    grad_bufs.add(mode.node_bufs[o[0]][o[1]])
         loss_value = float(loss.detach())
         del loss
         step_s = time_steps(model, inputs, loss_fn, kwargs, device, timed_steps) if timed_steps else None
@@ -492,7 +502,11 @@ def trace(
         raise GraphError("the traced step ran no ATen operator")
     nbytes = np.zeros(n, dtype=np.int64)
     out_bytes: list[list[int]] = [[] for _ in range(n)]
-    for size, owner in mode.buffers:
+    grad_bytes = 0
+    for b, (size, owner) in enumerate(mode.buffers):
+        if b in grad_bufs and not count_param_grads:  # handed to the optimizer, outside the activation budget
+            grad_bytes += size
+            size = 0
         nbytes[owner] += size
         out_bytes[owner].append(int(size))
     phase = np.asarray(mode.phases, dtype=np.int8)
@@ -531,6 +545,8 @@ def trace(
             "saved": mode.saved,
             "n_calls": mode.n_calls,
             "step_s": step_s,
+            "param_grad_bytes": int(grad_bytes),
+            "count_param_grads": bool(count_param_grads),
         },
     }
     g = Graph.from_arrays(

@@ -127,7 +127,17 @@ def plan(
     else:
         oh = _per_node_only(g)
     nbytes = budget_bytes(budget, g)
-    tp = plan_graph(g, nbytes, time_limit=time_limit, use_solvers=use_solvers, mechanism=mechanism, overheads=oh)
+    try:
+        tp = plan_graph(g, nbytes, time_limit=time_limit, use_solvers=use_solvers, mechanism=mechanism, overheads=oh)
+    except BudgetError as e:
+        low = getattr(e, "lowest_plan", None)
+        if not verify or low is None:
+            raise
+        with preserved_state(model):  # a hint that plans: the lowest plan's peak as the runtime measures it
+            m = measure_candidates(model, inputs, kwargs, loss_fn, device, [low], 1)[0]
+        hint = max(low.predicted_peak_bytes, m["live_peak_bytes"])
+        raise BudgetError(f"{str(e).rsplit('; budget=', 1)[0]}; measured, it holds {m['live_peak_bytes']} B; "
+                          f"budget={hint} plans") from None
     if verify:
         tp = _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, use_solvers, mechanism, oh,
                        verify_steps)
@@ -193,8 +203,12 @@ def _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, us
             try:
                 tp = plan_graph(tp.graph, target, time_limit=time_limit, use_solvers=use_solvers,
                                 mechanism=mechanism, overheads=oh)
-            except BudgetError:
-                break
+            except BudgetError as e:  # last try: the plan with the lowest predicted peak
+                low = getattr(e, "lowest_plan", None)
+                if low is None or any(c.plan == low.plan for c in cands):
+                    break
+                tp = low
+                tp.alternatives = []
     low = last.measured["live_peak_bytes"] if last is not None else nbytes
     raise BudgetError(
         f"no plan for {tp.graph.name!r} ran within {nbytes} B: the lowest live peak measured was {low} B "
