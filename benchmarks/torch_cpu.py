@@ -27,7 +27,7 @@ the run fits a small CPU); ``--backend inductor`` compiles for real.
 
 Usage::
 
-    python -m benchmarks.torch_cpu                     # all models, ~30-60 min on 2 busy cores
+    python -m benchmarks.torch_cpu                     # all models (from the repository root), ~30-60 min on 2 busy cores
     python -m benchmarks.torch_cpu --quick             # tiny models, two budgets (smoke run)
     python -m benchmarks.torch_cpu --models inplace_bn transformer_lm --budgets 50
 
@@ -49,31 +49,18 @@ import traceback
 import torch
 
 import hybrid_remat.torch as hrt
+from benchmarks.torch_bench import (
+    aten_live_peak,
+    checkpoint_method,
+    compiled_method,
+    eager_method,
+    measure_memory,
+    plain_method,
+    time_ratio,
+)
+from benchmarks.torch_models import CPU_CASES, make_case
 from hybrid_remat.budgets import keep_all_peak
 from hybrid_remat.errors import BudgetError
-
-try:
-    from benchmarks.torch_bench import (
-        aten_live_peak,
-        checkpoint_method,
-        compiled_method,
-        eager_method,
-        measure_memory,
-        plain_method,
-        time_ratio,
-    )
-    from benchmarks.torch_models import CPU_CASES, make_case
-except ImportError:  # run as a script from benchmarks/
-    from torch_bench import (  # type: ignore[no-redef]
-        aten_live_peak,
-        checkpoint_method,
-        compiled_method,
-        eager_method,
-        measure_memory,
-        plain_method,
-        time_ratio,
-    )
-    from torch_models import CPU_CASES, make_case  # type: ignore[no-redef]
 
 MB = 2**20
 
@@ -282,14 +269,17 @@ def main(argv=None) -> int:
             "machine": platform.processor() or platform.machine(), "wall_s": time.perf_counter() - t_start,
             "command": "python -m benchmarks.torch_cpu " + " ".join(argv if argv is not None else sys.argv[1:]),
             "budgets": args.budgets, "rounds": args.rounds, "time_limit": args.time_limit}
-    stem = "torch_cpu" + ("_quick" if args.quick else "")
-    with open(os.path.join(args.out, stem + ".json"), "w") as fh:
+    write_outputs(args.out, "torch_cpu" + ("_quick" if args.quick else ""), rows, meta, to_markdown(rows, meta))
+    return 0
+
+
+def write_outputs(out: str, stem: str, rows, meta, md: str) -> None:
+    """``<stem>.json`` (rows and meta) and ``<stem>.md`` under ``out``; prints the table."""
+    with open(os.path.join(out, stem + ".json"), "w") as fh:
         json.dump({"meta": meta, "rows": rows}, fh, indent=1, default=str)
-    md = to_markdown(rows, meta)
-    with open(os.path.join(args.out, stem + ".md"), "w") as fh:
+    with open(os.path.join(out, stem + ".md"), "w") as fh:
         fh.write(md)
     print(md)
-    return 0
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ does not fit in ``--max-seconds`` is listed as skipped.
 
 Usage::
 
-    python -m benchmarks.torch_gpu --out "$OUT"                   # the GPU run
+    python -m benchmarks.torch_gpu --out "$OUT"                   # the GPU run, from the repository root
     python -m benchmarks.torch_gpu --device cpu --out /tmp/t        # tiny sizes, end to end on CPU
 
 Needs torchvision for ResNet-50 (random weights, no download); without it a
@@ -25,7 +25,6 @@ so.  Writes ``torch_<device>.md`` and ``.json`` under ``--out`` (default
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -34,12 +33,8 @@ import traceback
 
 import torch
 
-try:
-    from benchmarks.torch_cpu import CaseRun, to_markdown
-    from benchmarks.torch_models import GPU_CASES
-except ImportError:  # run as a script from benchmarks/
-    from torch_cpu import CaseRun, to_markdown  # type: ignore[no-redef]
-    from torch_models import GPU_CASES  # type: ignore[no-redef]
+from benchmarks.torch_cpu import CaseRun, to_markdown, write_outputs
+from benchmarks.torch_models import GPU_CASES
 
 
 def main(argv=None) -> int:
@@ -112,14 +107,9 @@ def main(argv=None) -> int:
         "command": "python -m benchmarks.torch_gpu " + " ".join(argv if argv is not None else sys.argv[1:]),
         "budgets": args.budgets, "compile_budgets": args.compile_budgets, "rounds": args.rounds,
     }
-    stem = f"torch_{device.type}" + ("_smoke" if cpu else "")
-    with open(os.path.join(args.out, stem + ".json"), "w") as fh:
-        json.dump({"meta": meta, "rows": rows}, fh, indent=1, default=str)
     md = to_markdown(rows, meta, __doc__).replace("# PyTorch frontend on CPU", f"# PyTorch frontend on {meta['machine']}", 1)
-    md += "\nModels: " + "; ".join(notes) + "\n"
-    with open(os.path.join(args.out, stem + ".md"), "w") as fh:
-        fh.write(md)
-    print(md)
+    write_outputs(args.out, f"torch_{device.type}" + ("_smoke" if cpu else ""), rows, meta,
+                  md + "\nModels: " + "; ".join(notes) + "\n")
     return 0
 
 

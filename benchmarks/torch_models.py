@@ -18,6 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from hybrid_remat.torch.examples import ResNetish
+
 __all__ = ["Case", "make_case", "CPU_CASES", "GPU_CASES", "import_torchvision"]
 
 CPU_CASES = ("resnet18", "mobilenet_v2", "efficientnet_b0", "transformer_lm", "control_flow", "inplace_bn")
@@ -141,35 +143,6 @@ class ControlFlowNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
-class BasicBlockIP(nn.Module):
-    """In-place ReLU, batch norm, in-place residual add."""
-
-    def __init__(self, c):
-        super().__init__()
-        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(c)
-        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(c)
-        self.relu = nn.ReLU(inplace=True)
-
-    def forward(self, x):
-        y = self.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        y += x
-        return self.relu(y)
-
-
-class InplaceBNNet(nn.Module):
-    def __init__(self, c=32, blocks=6, classes=10):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True))
-        self.blocks = nn.Sequential(*[BasicBlockIP(c) for _ in range(blocks)])
-        self.head = nn.Linear(c, classes)
-
-    def forward(self, x):
-        return self.head(self.blocks(self.stem(x)).mean((2, 3)))
-
-
 class Bottleneck(nn.Module):
     def __init__(self, cin, mid, stride):
         super().__init__()
@@ -284,20 +257,14 @@ def make_case(name: str, device, *, size: str = "cpu", seed: int = 0) -> Case:
         tgt = torch.randint(0, V, (B, T), generator=g)
         case = Case(name, model, (idx,), _lm_loss(tgt.to(device)), [f"encoder.layers.{i}" for i in range(L)],
                     f"nn.TransformerEncoder, d={d}, {L} layers, {B}x{T} tokens, dropout 0.1")
-    elif name == "control_flow":
-        c, n, B, R = (8, 2, 2, 8) if tiny else (32, 6, 8, 32)
-        model = ControlFlowNet(c, n)
+    elif name in ("control_flow", "inplace_bn"):
+        c, n, B, R = (8, 2, 2, 8) if tiny else (32, 6, 8 if name == "control_flow" else 16, 32)
+        model = ControlFlowNet(c, n) if name == "control_flow" else ResNetish(c, n)
         x = torch.randn(B, 3, R, R, generator=g)
         y = torch.randint(0, 10, (B,), generator=g)
-        case = Case(name, model, (x,), _ce(y.to(device)), [f"blocks.{i}" for i in range(n)],
-                    "data-dependent branch and loop per block")
-    elif name == "inplace_bn":
-        c, n, B, R = (8, 2, 2, 8) if tiny else (32, 6, 16, 32)
-        model = InplaceBNNet(c, n)
-        x = torch.randn(B, 3, R, R, generator=g)
-        y = torch.randint(0, 10, (B,), generator=g)
-        case = Case(name, model, (x,), _ce(y.to(device)), [f"blocks.{i}" for i in range(n)],
-                    "in-place ReLU and residual add, batch norm")
+        note = ("data-dependent branch and loop per block" if name == "control_flow"
+                else "in-place ReLU and residual add, batch norm")
+        case = Case(name, model, (x,), _ce(y.to(device)), [f"blocks.{i}" for i in range(n)], note)
     elif name == "gpt2":
         V, d, h, L, T, B = (512, 64, 4, 2, 64, 2) if size != "gpu" else (50257, 768, 12, 12, 1024, 8)
         model = GPT2(V, d, h, L, T)

@@ -28,6 +28,7 @@ from hybrid_remat.errors import BudgetError, HybridRematError  # noqa: E402
 from hybrid_remat.plan import keep_all_plan, read_plan  # noqa: E402
 from hybrid_remat.problem import Problem  # noqa: E402
 from hybrid_remat.simulate import simulate  # noqa: E402
+from hybrid_remat.torch.examples import ResNetish  # noqa: E402
 
 pytestmark = pytest.mark.torch
 # one intra-op thread: with 2 cores shared by other jobs, OpenMP spin-waits make steps 10-100x slower
@@ -38,35 +39,6 @@ PEAK_TOL = 0.15
 
 
 # ------------------------------------------------------------------ models
-class Block(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(c)
-        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(c)
-        self.relu = nn.ReLU(inplace=True)
-
-    def forward(self, x):
-        y = self.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        y += x
-        return self.relu(y)
-
-
-class ResNetish(nn.Module):
-    """ResNet-like CNN: batch norm, in-place ReLU, residual adds."""
-
-    def __init__(self, c=8, blocks=3, classes=10):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True))
-        self.blocks = nn.Sequential(*[Block(c) for _ in range(blocks)])
-        self.head = nn.Linear(c, classes)
-
-    def forward(self, x):
-        return self.head(self.blocks(self.stem(x)).mean((2, 3)))
-
-
 class GPTBlock(nn.Module):
     def __init__(self, d, h, p):
         super().__init__()

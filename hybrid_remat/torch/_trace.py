@@ -458,8 +458,8 @@ def trace(
     >>> g = trace(m, torch.randn(2, 4), default_loss, repeats=0, timed_steps=0)
     >>> g.meta["torch"]["op"][0]
     'aten.addmm.default'
-    >>> g.meta["torch"]["calls"][0]
-    ['0', 0, 1, 0]
+    >>> g.meta["torch"]["calls"][:2]  # the model's call (nodes 0-2), then its first layer's (node 0)
+    [['', 0, 3, -1], ['0', 0, 1, 0]]
     """
     if costs not in ("measure", "flops"):
         raise HybridRematError(f"costs must be 'measure' or 'flops', not {costs!r}")
