@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", choices=("inductor", "aot_eager"), default=None,
                     help="compiled rows (default: inductor on CUDA, aot_eager on CPU)")
     ap.add_argument("--rounds", type=int, default=None, help="timed steps per method (default 5; CPU 2)")
-    ap.add_argument("--time-limit", type=float, default=None, help="planning seconds per budget (default 8; CPU 2)")
+    ap.add_argument("--time-limit", type=float, default=None, help="planning seconds per budget (default 4; CPU 2)")
     ap.add_argument("--repeats", type=int, default=1, help="timed re-runs per op when tracing")
     ap.add_argument("--max-seconds", type=float, default=270.0, help="skip what would start after this")
     ap.add_argument("--solvers", action="store_true", help="also map anytime_solve's plan")
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     args.size = "tiny" if cpu else "gpu"
     args.backend = args.backend or ("aot_eager" if cpu else "inductor")
     args.rounds = args.rounds or (2 if cpu else 5)
-    args.time_limit = args.time_limit or (2.0 if cpu else 8.0)
+    args.time_limit = args.time_limit or (2.0 if cpu else 4.0)
     args.no_compile = False
     if cpu:
         torch.set_num_threads(1)
