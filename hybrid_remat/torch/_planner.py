@@ -590,7 +590,8 @@ def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: b
     mechanism : {"auto", "regions", "ops"}
         Which runtime to plan for; ``"auto"`` searches both and returns the
         plan with the lowest predicted step time (the other mechanism's best
-        stays in ``alternatives``).
+        and up to two runners-up of other region families stay in
+        ``alternatives``, for :func:`hybrid_remat.torch.plan` to measure).
     overheads : Overheads, optional
         The runtimes' measured costs (:func:`hybrid_remat.torch.plan`
         measures them); without, only op times count.
@@ -617,6 +618,14 @@ def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: b
         lows += list(ev_r.seen.values())
         if best_r is not None:
             found.append(best_r)
+            # runners-up of other families: verification measures them too (predictions miss by some %)
+            seen_fams = {best_r.family.split("+")[0].rsplit(":", 1)[0]}
+            for c in sorted((c for c in ev_r.seen.values() if ev_r.fits(c)), key=lambda c: (c.step_s, c.peak)):
+                fam = c.family.split("+")[0].rsplit(":", 1)[0]
+                if len(found) >= 3 or c is best_r or fam in seen_fams:
+                    continue
+                seen_fams.add(fam)
+                found.append(c)
     if mechanism in ("auto", "ops"):
         best_o, rows, ev_o = search_keep_set(problem, time_limit=max(t_end - time.perf_counter(), 0.0),
                                              use_solvers=use_solvers, overheads=overheads)
