@@ -4,9 +4,9 @@ Methods: plain training; ``torch.utils.checkpoint`` on every block (as a user
 writes it); our eager runtime (``hrt.plan`` + ``hrt.apply``) at 70/50/30% of
 the traced keep-all peak and at the live peak per-block checkpointing
 measured ("= ckpt"); ``torch.compile`` with PT2's default partition, with
-its knapsack solver "dp" at ``activation_memory_budget`` 0.7/0.5/0.3, and
-with :class:`hybrid_remat.torch.CompileSolver` at the same budgets (ours:
-a fraction of the compiled graph's keep-all peak).
+its knapsack solver "dp" at ``activation_memory_budget`` 0.7/0.5/0.3 ("greedy"
+and "ilp" at 0.5), and with :class:`hybrid_remat.torch.CompileSolver` at the
+same budgets (ours: a fraction of the compiled graph's keep-all peak).
 
 Columns: held at backward = bytes the step holds when backward starts (saved
 activations, output, loss); live peak = the storages ATen calls allocate,
@@ -142,10 +142,13 @@ class CaseRun:
     def compiled(self, budgets_pct=None, default=True):
         args, case = self.args, self.case
         todo = []
+        mid = self.budgets[len(self.budgets) // 2][1] if self.budgets else None
         for _, pct, nbytes in self.budgets:
             if budgets_pct is not None and pct not in budgets_pct:
                 continue
-            todo.append((f"PT2 dp @ {pct}%", pct, nbytes, pct / 100, "dp"))
+            for pt2 in args.pt2_solvers:  # "dp" at every budget, the others at the middle one
+                if pt2 == "dp" or pct == mid:
+                    todo.append((f"PT2 {pt2} @ {pct}%", pct, nbytes, pct / 100, pt2))
             todo.append((f"PT2 + ours @ {pct}%", pct, nbytes, None,
                          hrt.CompileSolver(budget=pct / 100, time_limit=args.time_limit, use_solvers=args.solvers)))
         if default:
@@ -248,6 +251,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: stable on a shared machine)")
     ap.add_argument("--solvers", action="store_true", help="also map anytime_solve's plan (slower)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
+    ap.add_argument("--pt2-solvers", nargs="+", default=["dp", "greedy", "ilp"],
+                    help="PT2's knapsack solvers to compare (dp at every budget, the others at the middle one)")
     ap.add_argument("--quick", action="store_true", help="tiny models, budgets 70 50, 2 rounds")
     ap.add_argument("--from-json", metavar="JSON", help="only re-render the table of an earlier run")
     ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(os.path.dirname(os.path.abspath(__file__)),

@@ -62,6 +62,7 @@ def main(argv=None) -> int:
     args.rounds = args.rounds or (2 if cpu else 5)
     args.time_limit = args.time_limit or (2.0 if cpu else 4.0)
     args.no_compile = False
+    args.pt2_solvers = ["dp"]
     if cpu:
         torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
