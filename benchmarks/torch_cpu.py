@@ -255,6 +255,7 @@ def main(argv=None) -> int:
                     help="PT2's knapsack solvers to compare (dp at every budget, the others at the middle one)")
     ap.add_argument("--quick", action="store_true", help="tiny models, budgets 70 50, 2 rounds")
     ap.add_argument("--from-json", metavar="JSON", help="only re-render the table of an earlier run")
+    ap.add_argument("--tag", default="", help="suffix of the output files (torch_cpu_<tag>.md)")
     ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                                          "results"))
     args = ap.parse_args(argv)
@@ -288,7 +289,8 @@ def main(argv=None) -> int:
             "machine": platform.processor() or platform.machine(), "wall_s": time.perf_counter() - t_start,
             "command": "python -m benchmarks.torch_cpu " + " ".join(argv if argv is not None else sys.argv[1:]),
             "budgets": args.budgets, "rounds": args.rounds, "time_limit": args.time_limit}
-    write_outputs(args.out, "torch_cpu" + ("_quick" if args.quick else ""), rows, meta, to_markdown(rows, meta))
+    stem = "torch_cpu" + ("_quick" if args.quick else "") + (f"_{args.tag}" if args.tag else "")
+    write_outputs(args.out, stem, rows, meta, to_markdown(rows, meta))
     return 0
 
 
