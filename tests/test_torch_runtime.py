@@ -310,3 +310,19 @@ def test_joint_graph_mapping_is_a_valid_remat_graph():
     keep = np.ones(jg.n_forward, dtype=bool)
     assert simulate(hrt.plan_graph(g, 1.0, time_limit=0.5, mechanism="ops").problem,
                     hrt.executable_plan(g, keep, g.cost_kinds[0])).valid
+
+
+def test_partition_recorder_reports_saved_bytes_and_recomputed_flops():
+    from hybrid_remat.torch.compile import PartitionRecorder
+
+    model, x = _convnet(), torch.randn(4, 3, 16, 16)
+    stats = {}
+    for budget in (1.0, 1e-4):
+        rec = PartitionRecorder()
+        torch._dynamo.reset()
+        with torch._functorch.config.patch(activation_memory_budget=budget, activation_memory_budget_solver="dp"):
+            hrt.default_loss(torch.compile(copy.deepcopy(model), backend=rec.backend())(x)).backward()
+        stats[budget] = rec.records[-1]
+    torch._dynamo.reset()
+    assert stats[1.0]["saved_bytes"] > stats[1e-4]["saved_bytes"] and stats[1.0]["n_saved"] > 0
+    assert stats[1e-4]["recomputed_flops"] > stats[1.0]["recomputed_flops"]  # the convolutions run again
