@@ -17,9 +17,11 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
     ) from e
 
 from ._measure import LiveBytes, allocator_peak, measure_step  # noqa: E402
-from ._planner import TorchPlan, budget_bytes, executable_order, executable_plan, plan_graph  # noqa: E402
+from ._planner import executable_order, executable_plan, plan_graph  # noqa: E402
 from ._regions import Region  # noqa: E402
-from ._runtime import PlannedStep, TorchPlanWarning, apply  # noqa: E402
+from ._result import TorchPlan, budget_bytes  # noqa: E402
+from ._runtime import TorchPlanWarning  # noqa: E402
+from ._step import PlannedStep, apply  # noqa: E402
 from ._trace import default_loss, trace  # noqa: E402
 from ._verify import load, plan  # noqa: E402
 

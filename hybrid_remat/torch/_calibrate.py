@@ -136,8 +136,9 @@ def calibrate(model, inputs, loss_fn, kwargs, graph, device: torch.device, *, st
     (fastest of each), and :func:`micro_overheads`."""
     from ..problem import Problem
     from ..simulate import simulate
-    from ._planner import TorchPlan, executable_plan
-    from ._runtime import PlannedStep
+    from ._planner import executable_plan
+    from ._result import TorchPlan
+    from ._step import PlannedStep
     from ._trace import interleaved_times, preserved_state, run_step
 
     tm = graph.meta["torch"]

@@ -83,7 +83,7 @@ def measure_step(model, inputs, step=None, loss_fn=None) -> dict:
         ``live_peak_with_grads_bytes``, ``loss``, and the step's ``stats``
         when it has them.
     """
-    from ._runtime import PlannedStep
+    from ._step import PlannedStep
     from ._trace import as_inputs
 
     inputs = as_inputs(inputs)

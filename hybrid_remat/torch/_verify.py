@@ -15,16 +15,9 @@ import numpy as np
 from ..errors import BudgetError, HybridRematError
 from ._calibrate import Overheads
 from ._calibrate import calibrate as measure_overheads
-from ._planner import (
-    TorchPlan,
-    _problem,
-    budget_bytes,
-    executable_plan,
-    model_forward_end,
-    ops_digest,
-    plan_graph,
-)
+from ._planner import _problem, executable_plan, plan_graph
 from ._regions import Region
+from ._result import TorchPlan, budget_bytes, model_forward_end, ops_digest
 from ._trace import (
     as_inputs,
     as_kwargs,
@@ -159,7 +152,8 @@ def measure_candidates(model, inputs, kwargs, loss_fn, device, plans, steps: int
     times, the plans and a plain step run in turn; ``model``'s state is
     restored by the caller."""
     from ._measure import measure_step
-    from ._runtime import PlannedStep, TorchPlanWarning
+    from ._runtime import TorchPlanWarning
+    from ._step import PlannedStep
     from ._trace import interleaved_times, run_step
 
     out = []
@@ -261,7 +255,7 @@ def load(model, path, loss_fn=None, *, example_inputs=None, example_kwargs=None)
     >>> step = hrt.load(model, "resnet.plan.json", loss_fn)   # doctest: +SKIP
     >>> loss = step(x)                                         # doctest: +SKIP
     """
-    from ._runtime import PlannedStep
+    from ._step import PlannedStep
 
     try:
         with open(os.fspath(path)) as fh:
