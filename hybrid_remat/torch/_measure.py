@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._common import classify_call, is_pure_view, storage_key, storage_nbytes, weak
 
-__all__ = ["LiveBytes", "measure_step"]
+__all__ = ["LiveBytes", "measure_step", "allocator_peak"]
 
 
 class LiveBytes(TorchDispatchMode):
@@ -83,7 +83,7 @@ def measure_step(model, inputs, step=None, loss_fn=None) -> dict:
         ``live_peak_with_grads_bytes``, ``loss``, and the step's ``stats``
         when it has them.
     """
-    from ._runtime import PlannedStep
+    from ._step import PlannedStep
     from ._trace import as_inputs
 
     inputs = as_inputs(inputs)
@@ -99,3 +99,35 @@ def measure_step(model, inputs, step=None, loss_fn=None) -> dict:
     }
     out.update(getattr(step, "stats", {}) or {})
     return out
+
+
+def allocator_peak(step, device) -> dict:
+    """The allocator's view of one call of ``step()``: ``live_peak_bytes``,
+    the peak above what was allocated before the call (every allocation:
+    activations, temporaries, library buffers, compiled code's), and
+    ``end_bytes``, what the call left allocated.
+
+    CUDA: ``torch.cuda.max_memory_allocated``; CPU: the allocation and free
+    events of ``torch.profiler`` (``profile_memory=True``).  Allocate the
+    parameter gradients before (a warm-up step, ``zero_grad(set_to_none=
+    False)``) to leave them out, as the traced graph does."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        step()
+        torch.cuda.synchronize(device)
+        return {"live_peak_bytes": int(torch.cuda.max_memory_allocated(device) - base),
+                "end_bytes": int(torch.cuda.memory_allocated(device) - base)}
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    mem = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    cur = peak = 0
+    for _, nb in mem:
+        cur += nb
+        peak = max(peak, cur)
+    return {"live_peak_bytes": int(peak), "end_bytes": int(cur)}

@@ -27,16 +27,17 @@ that the simulator confirms under the budget:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..budgets import format_bytes, keep_all_peak, parse_budget
+from ..budgets import format_bytes, keep_all_peak
 from ..errors import BudgetError, HybridRematError
 from ..graph import Graph
-from ..plan import OP_COMPUTE, Plan, plan_from_order, plan_to_json, write_plan
+from ..plan import OP_COMPUTE, Plan, plan_from_order
 from ..problem import Problem
 from ..simulate import SimulationResult, simulate
+from ._result import MECHANISMS, TorchPlan, budget_bytes
 
 __all__ = [
     "TorchPlan", "executable_order", "executable_plan", "held_closure", "search_keep_set", "keep_set_from_plan",
@@ -176,14 +177,25 @@ class _Candidate:
     keep: np.ndarray
     plan: Plan
     result: SimulationResult
+    mechanism: str = "ops"
+    regions: tuple = ()
+    overhead_s: float = 0.0
 
     @property
     def peak(self) -> int:
         return next(iter(self.result.peak_bytes.values()))
 
+    @property
+    def step_s(self) -> float:
+        """Predicted step time: simulated time plus the runtime's own cost."""
+        return self.result.total_time + self.overhead_s
+
 
 class _Evaluator:
-    def __init__(self, problem: Problem):
+    def __init__(self, problem: Problem, overheads=None):
+        from ._calibrate import Overheads
+
+        self.oh = overheads or Overheads()
         self.problem = problem
         self.g = problem.graph
         self.st = _Structure(self.g)
@@ -202,7 +214,8 @@ class _Evaluator:
         res = simulate(self.problem, plan, check_budget=False)
         if not res.valid:  # an order-builder bug, never a budget matter
             raise HybridRematError(f"internal: executable plan invalid: {res.error}")
-        c = _Candidate(family, keep.copy(), plan, res)
+        c = _Candidate(family, keep.copy(), plan, res, "ops", (),
+                       self.oh.ops_fixed_s + res.n_recompute * self.oh.replay_node_s)
         self.seen[key] = c
         return c
 
@@ -244,8 +257,9 @@ def _binary_search(ev: _Evaluator, make, lo: int, hi: int, family: str, increasi
     return best
 
 
-def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: bool = True) -> tuple:
-    """Find the fastest executable keep set within ``problem``'s budget.
+def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: bool = True, overheads=None) -> tuple:
+    """Find the fastest executable keep set within ``problem``'s budget
+    (for the op-replay runtime).
 
     Returns
     -------
@@ -254,7 +268,7 @@ def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: 
         keep set evaluated.
     """
     t_end = time.perf_counter() + max(float(time_limit), 0.0)
-    ev = _Evaluator(problem)
+    ev = _Evaluator(problem, overheads)
     st = ev.st
     g = ev.g
     n_fwd = st.n_fwd
@@ -300,7 +314,7 @@ def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: 
             c = ev(keep, f"segments(S={format_bytes(S)})")
             if ev.fits(c):
                 seg_best.append(c)
-        seg_best.sort(key=lambda c: c.result.total_time)
+        seg_best.sort(key=lambda c: c.step_s)
         for base in seg_best[:2]:
             dropped = np.flatnonzero(~base.keep & (nbytes[:n_fwd] > 0))
             if not len(dropped):
@@ -332,7 +346,7 @@ def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: 
         uniq.setdefault(id(c), c)
     tried = list(uniq.values())
     fitting = [c for c in tried if ev.fits(c)]
-    best = min(fitting, key=lambda c: (c.result.total_time, c.peak)) if fitting else None
+    best = min(fitting, key=lambda c: (c.step_s, c.peak)) if fitting else None
 
     # polish: keep back dropped outputs one by one, most recompute time per byte first, while the
     # budget still holds (bounded by the time limit and an evaluation count)
@@ -346,167 +360,151 @@ def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: 
             k = cur.keep.copy()
             k[v] = True
             c = ev(k, best.family + "+polish")
-            if ev.fits(c) and c.result.total_time <= cur.result.total_time:
+            if ev.fits(c) and c.step_s <= cur.step_s:
                 cur = c
         if cur is not best:
             tried.append(cur)
             best = cur
     report = [
-        {"family": c.family, "peak_bytes": c.peak, "time_s": c.result.total_time, "fits": ev.fits(c),
-         "n_dropped": int((~c.keep).sum())}
+        {"family": c.family, "mechanism": c.mechanism, "peak_bytes": c.peak, "time_s": c.step_s,
+         "fits": ev.fits(c), "n_dropped": int((~c.keep).sum())}
         for c in tried
     ]
     return best, report, ev
 
 
 def _solver_plans(problem: Problem, time_limit: float):
-    """``anytime_solve``'s plan if importable, else each registered heuristic's."""
+    """The plan of the library's :func:`~hybrid_remat.anytime.anytime_solve`
+    (its portfolio: heuristics, improvers, exact models), when it finds one."""
     try:
-        from ..anytime import anytime_solve  # type: ignore[import-not-found]
-    except ImportError:
-        anytime_solve = None
-    if anytime_solve is not None:
-        try:
-            res = anytime_solve(problem, time_limit=time_limit)
-            plan = getattr(res, "plan", None)
-            if plan is not None:
-                yield "anytime_solve", plan
-                return
-        except Exception:  # noqa: BLE001 - fall back to heuristics
-            pass
-    try:
-        from .. import plugins
-        from ..interfaces import accepts
-
-        heuristics = plugins.heuristics()
-    except Exception:  # noqa: BLE001
+        from ..anytime import anytime_solve
+    except ImportError:  # pragma: no cover - the library always has it
         return
-    for name, h in sorted(heuristics.items(), key=lambda kv: getattr(kv[1], "rank", 10.0)):
-        if not accepts(h, problem)[0]:
-            continue
-        try:
-            plan = h.run(problem)
-        except Exception:  # noqa: BLE001 - a broken plugin must not break planning
-            continue
-        if plan is not None and simulate(problem, plan).valid:
-            yield f"heuristic:{name}", plan
+    try:
+        res = anytime_solve(problem, time_limit)
+    except Exception as e:  # noqa: BLE001 - a solver failure must not break planning; the families stand
+        import warnings
+
+        warnings.warn(f"hybrid_remat.torch: anytime_solve failed ({type(e).__name__}: {e}); planning without it",
+                      RuntimeWarning, stacklevel=3)
+        return
+    plan = getattr(res, "plan", None)
+    if plan is not None:
+        yield "anytime_solve", plan
 
 
-# --------------------------------------------------------------- the result
-@dataclass
-class TorchPlan:
-    """A budgeted plan for one traced training step.
 
-    Attributes
+
+def _problem(graph: Graph, nbytes: int, overheads) -> Problem:
+    from ..problem import Device
+
+    kind = graph.cost_kinds[0]
+    g = graph
+    if overheads is not None and (overheads.per_node_s > 0 or overheads.cost_scale != 1.0):
+        g = graph.with_costs({kind: overheads.adjusted_costs(graph, kind)})
+    return Problem(g, [Device(kind, kind, int(nbytes))], check=False)
+
+
+def _to_plan(graph, problem, c: _Candidate, tried, overheads) -> TorchPlan:
+    checked = simulate(problem, c.plan)
+    if not checked.valid:  # cannot happen: the candidate fits by construction
+        raise HybridRematError(f"internal: chosen plan failed simulation: {checked.error}")
+    c.plan.meta.update({"family": c.family, "mechanism": c.mechanism})
+    return TorchPlan(graph, problem, c.plan, c.keep, checked, c.family, tried, c.mechanism, tuple(c.regions),
+                     c.overhead_s, overheads)
+
+
+def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: bool = True,
+               mechanism: str = "auto", overheads=None) -> TorchPlan:
+    """Plan a traced graph under ``budget`` (bytes, ``"2GiB"``, ``"60%"``
+    or a fraction ``0.6`` of its keep-all peak).
+
+    Parameters
     ----------
-    graph : Graph
-        The traced step.
-    problem : Problem
-        One device (``"cpu"`` or ``"gpu"``) with the budget in bytes.
-    plan : Plan
-        The executable plan (the order the runtime follows); it passed
-        :func:`~hybrid_remat.simulate.simulate` under the budget.
-    keep : ndarray of bool, shape (n_forward,)
-        Forward outputs kept for backward; the others are recomputed.
-    predicted : SimulationResult
-        The simulator's figures for ``plan``.
-    family : str
-        Which search family produced the keep set.
-    tried : list of dict
-        Every candidate evaluated (family, peak, time, fits).
-    """
-
-    graph: Graph
-    problem: Problem
-    plan: Plan
-    keep: np.ndarray
-    predicted: SimulationResult
-    family: str
-    tried: list = field(default_factory=list)
-
-    @property
-    def budget_bytes(self) -> int:
-        return int(self.problem.budgets[0])
-
-    @property
-    def predicted_peak_bytes(self) -> int:
-        return int(next(iter(self.predicted.peak_bytes.values())))
-
-    @property
-    def keep_all_peak_bytes(self) -> int:
-        return keep_all_peak(self.graph)
-
-    @property
-    def n_forward(self) -> int:
-        return int(self.graph.meta["torch"]["n_forward"])
-
-    @property
-    def dropped(self) -> np.ndarray:
-        """Indices of forward nodes whose outputs are dropped."""
-        return np.flatnonzero(~self.keep)
-
-    def summary(self) -> dict:
-        tm = self.graph.meta["torch"]
-        base = self.problem.base_cost
-        dropped_saved = [int(v) for v in self.dropped if self.graph.bytes[v] > 0]
-        return {
-            "budget_bytes": self.budget_bytes,
-            "predicted_peak_bytes": self.predicted_peak_bytes,
-            "keep_all_peak_bytes": self.keep_all_peak_bytes,
-            "predicted_time_s": self.predicted.total_time,
-            "keep_all_time_s": base,
-            "overhead_pct": self.predicted.tdi_pct,
-            "n_recompute": self.predicted.n_recompute,
-            "n_forward": self.n_forward,
-            "n_nodes": self.graph.n,
-            "family": self.family,
-            "device": tm.get("device"),
-            "costs": tm.get("costs"),
-            "dropped": [self.graph.names[v] for v in dropped_saved],
-            "dropped_nodes": dropped_saved,
-        }
-
-    def to_json(self) -> dict:
-        """The ``remat-plan/1`` document with a ``summary`` (the torch
-        fields included)."""
-        return plan_to_json(self.plan, self.problem, self.summary())
-
-    def write(self, path, *, overwrite: bool = False) -> None:
-        """Write the plan JSON (refuses to overwrite unless asked)."""
-        write_plan(path, self.plan, self.problem, self.summary(), overwrite=overwrite)
-
-    def __repr__(self) -> str:
-        return (
-            f"TorchPlan({self.graph.name!r}, budget={format_bytes(self.budget_bytes)}, "
-            f"predicted peak={format_bytes(self.predicted_peak_bytes)} "
-            f"(keep-all {format_bytes(self.keep_all_peak_bytes)}), "
-            f"+{self.predicted.tdi_pct:.1f}% time, {len(self.dropped)} forward outputs dropped)"
-        )
-
-
-def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: bool = True) -> TorchPlan:
-    """Plan a traced graph under ``budget`` (bytes, ``"2GiB"`` or ``"60%"``
-    of its keep-all peak).
+    mechanism : {"auto", "regions", "ops"}
+        Which runtime to plan for; ``"auto"`` searches both and returns the
+        plan with the lowest predicted step time (the other mechanism's best
+        and up to two runners-up of other region families stay in
+        ``alternatives``, for :func:`hybrid_remat.torch.plan` to measure).
+    overheads : Overheads, optional
+        The runtimes' measured costs (:func:`hybrid_remat.torch.plan`
+        measures them); without, only op times count.
 
     Raises
     ------
     BudgetError
-        When no executable keep set fits; the message gives the lowest peak
-        reached.
+        When no executable plan fits; the message names the lowest peak an
+        executable plan reaches, a budget that plans.
     """
-    budget_bytes = parse_budget(budget, graph)
-    kind = graph.cost_kinds[0]
-    problem = Problem.single(graph, budget_bytes, device=kind)
-    best, tried, ev = search_keep_set(problem, time_limit=time_limit, use_solvers=use_solvers)
-    if best is None:
-        low = min(ev.seen.values(), key=lambda c: c.peak)
-        raise BudgetError(
-            f"no executable keep/recompute plan for {graph.name!r} fits {format_bytes(budget_bytes)} "
-            f"({budget_bytes} B); the lowest predicted peak found is {format_bytes(low.peak)} ({low.peak} B, "
-            f"{100.0 * low.peak / keep_all_peak(graph):.0f}% of keep-all)"
-        )
-    checked = simulate(problem, best.plan)
-    if not checked.valid:  # cannot happen: best fits by construction
-        raise HybridRematError(f"internal: chosen plan failed simulation: {checked.error}")
-    best.plan.meta.update({"family": best.family})
-    return TorchPlan(graph, problem, best.plan, best.keep, checked, best.family, tried)
+    if mechanism not in ("auto", *MECHANISMS):
+        raise HybridRematError(f"mechanism must be 'auto', 'regions' or 'ops', not {mechanism!r}")
+    nbytes = budget_bytes(budget, graph)
+    problem = _problem(graph, nbytes, overheads)
+    t_end = time.perf_counter() + max(float(time_limit), 0.0)
+    found, tried, lows = [], [], []
+    if mechanism in ("auto", "regions") and "calls" in graph.meta["torch"]:
+        from ._region_search import search_regions
+        from ._regions import RegionModel
+
+        share = t_end if mechanism == "regions" else time.perf_counter() + 0.4 * max(float(time_limit), 0.0)
+        best_r, _, ev_r = search_regions(problem, RegionModel(graph), overheads or _zero(), t_end=share)
+        tried += [_row(c, ev_r.budget) for c in ev_r.seen.values()]
+        lows += list(ev_r.seen.values())
+        if best_r is not None:
+            found.append(best_r)
+            # runners-up of other families: verification measures them too (predictions miss by some %)
+            seen_fams = {best_r.family.split("+")[0].rsplit(":", 1)[0]}
+            for c in sorted((c for c in ev_r.seen.values() if ev_r.fits(c)), key=lambda c: (c.step_s, c.peak)):
+                fam = c.family.split("+")[0].rsplit(":", 1)[0]
+                if len(found) >= 3 or c is best_r or fam in seen_fams:
+                    continue
+                seen_fams.add(fam)
+                found.append(c)
+    if mechanism in ("auto", "ops"):
+        best_o, rows, ev_o = search_keep_set(problem, time_limit=max(t_end - time.perf_counter(), 0.0),
+                                             use_solvers=use_solvers, overheads=overheads)
+        tried += rows
+        lows += [c for c in ev_o.seen.values() if c.family != "anytime_solve"]
+        if best_o is not None:
+            found.append(best_o)
+    if not found:
+        err = _budget_error(graph, nbytes, lows)
+        if lows:  # for hrt.plan: the plan behind the hint, to measure it
+            low = min(lows, key=lambda c: (c.peak, c.step_s))
+            err.lowest_plan = _to_plan(graph, _problem(graph, max(nbytes, low.peak), overheads), low, [], overheads)
+        raise err
+    found.sort(key=lambda c: (c.step_s, c.peak))
+    tp = _to_plan(graph, problem, found[0], tried, overheads)
+    tp.alternatives = [_to_plan(graph, problem, c, tried, overheads) for c in found[1:]]
+    return tp
+
+
+def _zero():
+    from ._calibrate import Overheads
+
+    return Overheads()
+
+
+def _row(c: _Candidate, budget: int) -> dict:
+    return {"family": c.family, "mechanism": c.mechanism, "peak_bytes": c.peak, "time_s": c.step_s,
+            "fits": c.peak <= budget, "n_dropped": int((~c.keep).sum())}
+
+
+def lowest_peak(candidates) -> int:
+    return min(c.peak for c in candidates)
+
+
+def _budget_error(graph: Graph, nbytes: int, candidates) -> BudgetError:
+    kap = keep_all_peak(graph)
+    low = lowest_peak(candidates) if candidates else kap
+    msg = ""
+    try:
+        Problem.single(graph, nbytes)
+    except BudgetError as e:
+        msg = f"{e}; "
+    pct = 100.0 * low / kap
+    return BudgetError(
+        f"{msg}no executable plan for {graph.name!r} fits {format_bytes(nbytes)} ({nbytes} B): the lowest "
+        f"predicted peak of a plan the eager runtimes can follow is {format_bytes(low)} ({low} B, {pct:.1f}% of "
+        f"keep-all); budget={low} plans"
+    )

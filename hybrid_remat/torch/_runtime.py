@@ -39,12 +39,9 @@ values (parameters and inputs are not activations and are not counted).
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 import weakref
-from collections.abc import Callable
 
-import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -62,9 +59,9 @@ from ._common import (
     tree_leaves,
     unflatten,
 )
-from ._trace import OwnerMap, as_inputs, default_loss
+from ._trace import OwnerMap
 
-__all__ = ["PlannedStep", "TorchPlanWarning", "apply"]
+__all__ = ["TorchPlanWarning"]
 
 
 class TorchPlanWarning(UserWarning):
@@ -159,7 +156,7 @@ class _Bytes:
 class _StepState:
     """Everything one step needs; dropped when the step ends."""
 
-    def __init__(self, owner: PlannedStep):
+    def __init__(self, owner):  # a PlannedStep
         self.o = owner
         self.owners = OwnerMap()
         self.records: dict[int, _Record] = {}
@@ -447,139 +444,6 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
-class PlannedStep:
-    """A training step that follows a plan's keep/recompute decisions.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-    tplan : TorchPlan or None
-        ``None`` keeps everything (plain training, with the same byte
-        accounting: the baseline).
-    loss_fn : callable, optional
-        ``loss_fn(output) -> scalar``; defaults to the plan's tracing loss
-        (``output.float().pow(2).mean()``).
-
-    Attributes
-    ----------
-    stats : dict
-        Figures of the last step: ``saved_peak_bytes``,
-        ``saved_bytes_at_backward``, ``n_saved_kept``, ``n_saved_dropped``,
-        ``n_replayed_ops``, ``replay_time_s``, ``fallback``,
-        ``budget_bytes``, ``predicted_peak_bytes``.
-
-    Examples
-    --------
-    >>> step = PlannedStep(model, tplan)                 # doctest: +SKIP
-    >>> loss = step(x)                                   # doctest: +SKIP
-    >>> with step.forward():                             # doctest: +SKIP
-    ...     loss = criterion(model(x), y)
-    >>> loss.backward(); step.finish()                   # doctest: +SKIP
-    """
-
-    def __init__(self, model, tplan=None, loss_fn: Callable | None = None):
-        self.model = model
-        self.tplan = tplan
-        self.loss_fn = loss_fn
-        self.stats: dict = {}
-        self._state: _StepState | None = None
-        if tplan is None:
-            self.ops = None
-            self.n_fwd = 1 << 62
-            self.keep = _AllTrue()
-            self.held: set = set()
-            self.closure: dict = {}
-            self.needs_record: set | None = set()
-            self.final_owner: dict = {}
-            self.replays_of: dict = {}
-            self.group_reads = {}
-            self.readers_of_held = {}
-        else:
-            from ._planner import _Structure, executable_order, held_closure
-
-            g = tplan.graph
-            tm = g.meta["torch"]
-            self.ops = list(tm["op"])
-            self.n_fwd = int(tm["n_forward"])
-            self.keep = np.asarray(tplan.keep, dtype=bool)
-            st = _Structure(g)
-            dropped = [int(w) for w in np.flatnonzero(~self.keep) if st.bwd_readers[w] > 0]
-            self.closure, self.replays_of = {}, {}
-            for w in dropped:
-                rep: set = set()
-                self.closure[w] = held_closure(g, self.keep, w, st, rep)
-                self.replays_of[w] = rep
-            self.held = set().union(*self.closure.values()) if self.closure else set()
-            self.replay_set = set().union(*self.replays_of.values()) if self.replays_of else set()
-            self.needs_record = None  # record every forward node: a value released early can still be rebuilt
-            # release each held value once every planned recomputation that reads it has run (as the
-            # plan frees it after its last use), whatever order autograd unpacks in
-            groups: list = []
-            executable_order(g, self.keep, st, groups)
-            self.group_reads: dict = {}
-            for u, nodes in groups:
-                reads = {a for x in nodes for a in st.preds[x] if a in self.held}
-                self.group_reads.setdefault(u, set()).update(reads)
-            self.readers_of_held: dict = {}
-            for u, reads in self.group_reads.items():
-                for a in reads:
-                    self.readers_of_held.setdefault(a, set()).add(u)
-            self.final_owner = _final_owners(tm.get("moves"))
-
-    @contextlib.contextmanager
-    def forward(self):
-        """Context for the forward (and loss) of one step; call
-        :meth:`finish` after ``backward()``."""
-        state = _StepState(self)
-        self._state = state
-        with torch.autograd.graph.saved_tensors_hooks(state.pack, state.unpack):
-            with _Recorder(state):
-                yield state
-        state.end_forward()
-
-    def finish(self) -> dict:
-        """Close the step: collect its figures and free what it held."""
-        s = self._state
-        if s is None:
-            return self.stats
-        self.stats = {
-            "saved_peak_bytes": int(s.acct.peak),
-            "saved_bytes_at_backward": int(s.bytes_at_backward),
-            "n_saved_kept": s.n_kept,
-            "n_saved_dropped": s.n_dropped,
-            "n_replayed_ops": s.n_replayed,
-            "replay_time_s": s.replay_time,
-            "fallback": s.fallback,
-        }
-        if self.tplan is not None:
-            self.stats["budget_bytes"] = self.tplan.budget_bytes
-            self.stats["predicted_peak_bytes"] = self.tplan.predicted_peak_bytes
-            if s.acct.peak > self.tplan.budget_bytes:
-                warnings.warn(
-                    f"hybrid_remat.torch: the step held {s.acct.peak} B for backward, over the plan's budget of "
-                    f"{self.tplan.budget_bytes} B" + (f" ({s.fallback})" if s.fallback else ""),
-                    TorchPlanWarning, stacklevel=2,
-                )
-        s.hold.clear()
-        s.cache.clear()
-        s.records.clear()
-        self._state = None
-        return self.stats
-
-    def __call__(self, *inputs, loss_fn: Callable | None = None) -> torch.Tensor:
-        """Forward, loss and backward (gradients accumulate in ``.grad``);
-        returns the detached loss."""
-        inputs = as_inputs(inputs if len(inputs) != 1 else inputs[0])
-        lf = loss_fn or self.loss_fn or default_loss
-        try:
-            with self.forward():
-                loss = lf(self.model(*inputs))
-            loss.backward()
-        finally:
-            self.finish()
-        return loss.detach()
-
-
 def _final_owners(moves) -> dict:
     """``(node, buffer) -> (last in-place owner, its buffer index)`` for the
     buffers later in-place ops take over."""
@@ -594,15 +458,3 @@ def _final_owners(moves) -> dict:
             f = nxt[f]
         final[key] = f
     return final
-
-
-class _AllTrue:
-    def __getitem__(self, i):
-        return True
-
-
-def apply(model, tplan, loss_fn: Callable | None = None) -> PlannedStep:
-    """The training-step callable that follows ``tplan`` (see :class:`PlannedStep`)."""
-    if tplan is not None and "torch" not in tplan.graph.meta:
-        raise HybridRematError("apply() needs a plan from hybrid_remat.torch.plan")
-    return PlannedStep(model, tplan, loss_fn)

@@ -48,11 +48,19 @@ from ._common import (
     weak,
 )
 
-__all__ = ["trace", "default_loss", "run_step", "as_inputs", "OwnerMap", "module_path_hooks", "cost_kind_for"]
+__all__ = [
+    "trace", "default_loss", "run_step", "as_inputs", "as_kwargs", "require_loss", "check_devices", "OwnerMap",
+    "module_path_hooks", "cost_kind_for", "preserved_state", "time_steps", "interleaved_times",
+]
+
+SUPPORTED_DEVICES = ("cpu", "cuda")
 
 
 def default_loss(output) -> torch.Tensor:
-    """``output.float().pow(2).mean()`` (the first tensor of a tuple/dict output)."""
+    """``output.float().pow(2).mean()`` (the first tensor of a tuple/dict output).
+
+    A stand-in loss for planning when the real one does not matter; it is
+    never used unless passed explicitly (``loss_fn=hrt.default_loss``)."""
     if isinstance(output, dict):
         output = next(iter(output.values()))
     if isinstance(output, (tuple, list)):
@@ -70,9 +78,59 @@ def as_inputs(example_inputs) -> tuple:
     raise HybridRematError("example_inputs must be a tensor or a tuple of tensors")
 
 
-def run_step(model, inputs: Sequence, loss_fn: Callable | None) -> torch.Tensor:
+def as_kwargs(example_kwargs) -> dict:
+    if example_kwargs is None:
+        return {}
+    if not isinstance(example_kwargs, dict) or not all(isinstance(k, str) for k in example_kwargs):
+        raise HybridRematError("example_kwargs must be a dict of keyword arguments for model.forward")
+    return dict(example_kwargs)
+
+
+def require_loss(loss_fn, where: str) -> Callable:
+    """``loss_fn`` itself; a clear error when it is missing (no silent stand-in)."""
+    if loss_fn is None:
+        raise HybridRematError(
+            f"{where} needs loss_fn= (loss_fn(output) -> scalar tensor, the loss of your training step); "
+            "to use the mean of the squared outputs as a stand-in, pass loss_fn=hybrid_remat.torch.default_loss"
+        )
+    if not callable(loss_fn):
+        raise HybridRematError(f"loss_fn must be callable, not {type(loss_fn).__name__}")
+    return loss_fn
+
+
+def _tensor_devices(objs) -> set:
+    return {x.device for x in objs if isinstance(x, torch.Tensor)}
+
+
+def check_devices(model, inputs: Sequence, kwargs: dict | None = None) -> torch.device:
+    """The one device the step runs on; a clear error for meta tensors,
+    unsupported device types and models/inputs split across devices."""
+    params = _tensor_devices(list(model.parameters()) + list(model.buffers()))
+    data = _tensor_devices(list(inputs) + list((kwargs or {}).values()))
+    every = params | data
+    for d in sorted(every, key=str):
+        if d.type == "meta":
+            raise HybridRematError(
+                "the model or its inputs are on the meta device: hybrid_remat.torch traces and runs a real step; "
+                "materialise the model first (model.to_empty(device='cpu') and initialise it, or build it on cpu/cuda)"
+            )
+        if d.type not in SUPPORTED_DEVICES:
+            raise HybridRematError(
+                f"device {d} is not supported by hybrid_remat.torch (supported: {', '.join(SUPPORTED_DEVICES)})"
+            )
+    if len(params) > 1:
+        raise HybridRematError(f"the model's parameters are on several devices ({', '.join(map(str, sorted(params, key=str)))}); "
+                               "plan one device at a time")
+    if params and data and not data <= params:
+        raise HybridRematError(
+            f"the inputs are on {', '.join(map(str, sorted(data, key=str)))} but the model is on {next(iter(params))}"
+        )
+    return next(iter(params or data or {torch.device("cpu")}))
+
+
+def run_step(model, inputs: Sequence, loss_fn: Callable, kwargs: dict | None = None) -> torch.Tensor:
     """Forward, loss and backward; returns the loss."""
-    loss = (loss_fn or default_loss)(model(*inputs))
+    loss = loss_fn(model(*inputs, **(kwargs or {})))
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         raise HybridRematError("loss_fn must return a scalar tensor")
     loss.backward()
@@ -113,20 +171,34 @@ class OwnerMap:
 
 
 @contextlib.contextmanager
-def module_path_hooks(model):
-    """Keep ``stack[-1]`` = dotted path of the module running now."""
-    stack: list[str] = [""]
+def module_path_hooks(model, counter: Callable | None = None, calls: list | None = None):
+    """Keep ``stack[-1]`` = dotted path of the module running now.
+
+    With ``counter`` (a callable giving the number of nodes recorded so
+    far) and ``calls``, append ``[path, first node, end node, parent call]``
+    for every module call, in call order (its forward's nodes are
+    ``first..end-1``; ``parent`` is the index of the enclosing call, -1 for
+    none); ``stack.call`` is the index of the innermost running call."""
+    stack = _PathStack([""])
+    ids: list[int] = []
     handles = []
 
     def push(name):
         def hook(module, args):
             stack.append(name)
+            if counter is not None and calls is not None:
+                calls.append([name, counter(), None, ids[-1] if ids else -1])
+                ids.append(len(calls) - 1)
+                stack.call = ids[-1]
 
         return hook
 
     def pop(module, args, output):
         if len(stack) > 1:
             stack.pop()
+            if ids:
+                calls[ids.pop()][2] = counter()
+                stack.call = ids[-1] if ids else -1
 
     for name, mod in model.named_modules():
         handles.append(mod.register_forward_pre_hook(push(name)))
@@ -136,6 +208,10 @@ def module_path_hooks(model):
     finally:
         for h in handles:
             h.remove()
+
+
+class _PathStack(list):
+    call = -1
 
 
 @contextlib.contextmanager
@@ -179,6 +255,15 @@ class _TraceMode(TorchDispatchMode):
         self.overwritten: list[bool] = []
         self.takes_from: list[list[int]] = []
         self.moves: list[list[list[int]]] = []
+        self.saved: list[list[int]] = []  # [module call saving it or -1, owner node or -1]
+        self.n_calls = 0  # every ATen call, views included (forward)
+
+    def pack(self, t):
+        """Saved-tensor hook: which forward node saved which node's buffer."""
+        if self.phase == 0 and isinstance(t, torch.Tensor):
+            o = self.owners.get(t)
+            self.saved.append([getattr(self.stack, "call", -1), -1 if o is None else o[0]])
+        return t
 
     def _flops(self, func, args, kwargs, out) -> float:
         try:
@@ -191,6 +276,8 @@ class _TraceMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.phase == 0:
+            self.n_calls += 1
         if is_pure_view(func):
             return func(*args, **kwargs)
         rnd = is_random(func)
@@ -265,14 +352,44 @@ class _TraceMode(TorchDispatchMode):
         return out
 
 
+def time_steps(model, inputs: Sequence, loss_fn: Callable, kwargs: dict | None, device: torch.device,
+               steps: int = 3, step=None) -> float:
+    """Fastest wall time of ``steps`` training steps (``step()`` or a plain
+    one; the minimum is the figure least disturbed by other load),
+    gradients reset to ``None`` before each; call it inside
+    :func:`preserved_state`."""
+    return min(interleaved_times(model, device, [step or (lambda: run_step(model, inputs, loss_fn, kwargs))], steps)[0])
+
+
+def interleaved_times(model, device: torch.device, steps_fns: Sequence[Callable], rounds: int) -> list[list[float]]:
+    """Wall times of each callable in ``steps_fns``, run in turn for
+    ``rounds`` rounds (so that a load spike hits them alike)."""
+    out: list[list[float]] = [[] for _ in steps_fns]
+    for _ in range(max(1, rounds)):
+        for i, fn in enumerate(steps_fns):
+            for p in model.parameters():
+                p.grad = None
+            sync(device.type)
+            t0 = now()
+            fn()
+            sync(device.type)
+            out[i].append(now() - t0)
+    for p in model.parameters():
+        p.grad = None
+    return out
+
+
 def trace(
     model: torch.nn.Module,
     example_inputs,
     loss_fn: Callable | None = None,
     *,
+    example_kwargs: dict | None = None,
     costs: str = "measure",
     repeats: int = 3,
     warmup: bool = True,
+    timed_steps: int = 3,
+    count_param_grads: bool = False,
     name: str | None = None,
     cost_model: Any = None,
 ) -> Graph:
@@ -281,12 +398,15 @@ def trace(
     Parameters
     ----------
     model : torch.nn.Module
-        In the mode it will be trained in (``model.train()``).
+        In the mode it will be trained in (``model.train()``), on ``cpu`` or
+        ``cuda``.
     example_inputs : tensor or tuple of tensors
-        Passed as ``model(*example_inputs)``.
-    loss_fn : callable, optional
-        ``loss_fn(output) -> scalar tensor``; default
-        ``output.float().pow(2).mean()`` (the profiled graphs' loss).
+        Passed as ``model(*example_inputs, **example_kwargs)``.
+    loss_fn : callable
+        ``loss_fn(output) -> scalar tensor``, the loss of the training step
+        (required; :func:`default_loss` is the mean of the squared outputs).
+    example_kwargs : dict, optional
+        Keyword arguments of ``model.forward``.
     costs : {"measure", "flops"}
         ``"measure"``: wall time of each op re-run alone ``repeats`` times on
         the model's device (median).  ``"flops"``: an estimate from FLOPs and
@@ -296,6 +416,17 @@ def trace(
         Timed re-runs per op (``costs="measure"``).
     warmup : bool
         Run one untraced step first (caches, cuDNN autotuning).
+    timed_steps : int
+        Plain steps timed after the trace (``meta["torch"]["step_s"]``,
+        their median): the wall time the planner calibrates its per-op
+        overhead against; ``0`` skips them.
+    count_param_grads : bool
+        Count the buffers that become parameters' ``.grad`` in their
+        producers' bytes.  By default they are left out, like parameters and
+        inputs: they are handed to the optimizer (and outlive the step), so
+        the graph's peak is the activation memory a plan can change -- the
+        quantity :class:`~hybrid_remat.torch.LiveBytes` measures.  Their
+        total is ``meta["torch"]["param_grad_bytes"]``.
 
     Returns
     -------
@@ -306,50 +437,76 @@ def trace(
         ``overwritten`` (a later in-place op took one of its buffers),
         ``takes_from`` (the nodes whose buffers an in-place node took),
         ``moves`` (per node, ``[old owner, its buffer index, new buffer index]``),
-        ``shape`` and ``n_forward``.
+        ``shape`` and ``n_forward``; per step ``calls`` (``[module path,
+        first node, end node, parent call]`` of every module call, in call
+        order), ``saved`` (``[innermost module call running when autograd
+        saved it (-1: none), owner node or -1]`` for every tensor saved in
+        the forward), ``n_calls`` (ATen calls of the forward, views included)
+        and ``step_s``.
+
+    Raises
+    ------
+    HybridRematError
+        No ``loss_fn``; a model on the meta device or an unsupported one;
+        inputs on another device than the model.
 
     Examples
     --------
     >>> import torch
-    >>> from hybrid_remat.torch import trace
+    >>> from hybrid_remat.torch import default_loss, trace
     >>> m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
-    >>> g = trace(m, torch.randn(2, 4), repeats=0)
+    >>> g = trace(m, torch.randn(2, 4), default_loss, repeats=0, timed_steps=0)
     >>> g.meta["torch"]["op"][0]
     'aten.addmm.default'
+    >>> g.meta["torch"]["calls"][:2]  # the model's call (nodes 0-2), then its first layer's (node 0)
+    [['', 0, 3, -1], ['0', 0, 1, 0]]
     """
     if costs not in ("measure", "flops"):
         raise HybridRematError(f"costs must be 'measure' or 'flops', not {costs!r}")
+    loss_fn = require_loss(loss_fn, "trace()")
     inputs = as_inputs(example_inputs)
-    device = model_device(model, inputs)
+    kwargs = as_kwargs(example_kwargs)
+    device = check_devices(model, inputs, kwargs)
     kind = cost_kind_for(device)
+    calls: list = []
     with preserved_state(model):
         if warmup:
-            run_step(model, inputs, loss_fn)
+            run_step(model, inputs, loss_fn, kwargs)
             for p in model.parameters():
                 p.grad = None
-        with module_path_hooks(model) as stack:
-            mode = _TraceMode(device.type, repeats if costs == "measure" else 0, stack)
-            with mode:
-                out = model(*inputs)
-                loss = (loss_fn or default_loss)(out)
-                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-                    raise HybridRematError("loss_fn must return a scalar tensor")
-                del out
-                mode.phase = 1
-                loss.backward()
+        mode = _TraceMode(device.type, repeats if costs == "measure" else 0, [""])
+        with module_path_hooks(model, lambda: len(mode.ops), calls) as stack:
+            mode.stack = stack
+            with torch.autograd.graph.saved_tensors_hooks(mode.pack, lambda t: t):
+                with mode:
+                    out = model(*inputs, **kwargs)
+                    loss = loss_fn(out)
+                    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                        raise HybridRematError("loss_fn must return a scalar tensor")
+                    del out
+                    mode.phase = 1
+                    loss.backward()
         required = []
+        grad_bufs = set()  # buffers that end the step as a parameter's .grad
         for p in model.parameters():
             if p.grad is not None:
                 o = mode.owners.get(p.grad)
                 if o is not None:
                     required.append(o[0])
+                    grad_bufs.add(mode.node_bufs[o[0]][o[1]])
         loss_value = float(loss.detach())
+        del loss
+        step_s = time_steps(model, inputs, loss_fn, kwargs, device, timed_steps) if timed_steps else None
     n = len(mode.ops)
     if n == 0:
         raise GraphError("the traced step ran no ATen operator")
     nbytes = np.zeros(n, dtype=np.int64)
     out_bytes: list[list[int]] = [[] for _ in range(n)]
-    for size, owner in mode.buffers:
+    grad_bytes = 0
+    for b, (size, owner) in enumerate(mode.buffers):
+        if b in grad_bufs and not count_param_grads:  # handed to the optimizer, outside the activation budget
+            grad_bytes += size
+            size = 0
         nbytes[owner] += size
         out_bytes[owner].append(int(size))
     phase = np.asarray(mode.phases, dtype=np.int8)
@@ -384,6 +541,12 @@ def trace(
             "repeats": repeats if costs == "measure" else 0,
             "loss": loss_value,
             "torch_version": torch.__version__,
+            "calls": [c if c[2] is not None else [c[0], c[1], c[1], c[3]] for c in calls],
+            "saved": mode.saved,
+            "n_calls": mode.n_calls,
+            "step_s": step_s,
+            "param_grad_bytes": int(grad_bytes),
+            "count_param_grads": bool(count_param_grads),
         },
     }
     g = Graph.from_arrays(

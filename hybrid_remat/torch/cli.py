@@ -7,8 +7,12 @@ The main CLI wires a ``torch-plan`` subcommand to :func:`add_arguments` and
         --budget 60% --out resnet.plan.json
 
 ``MODULE:FACTORY`` names a callable returning an ``nn.Module`` (``MODULE`` is
-a dotted module name or a ``.py`` file).  Inputs are random tensors of the
-given shapes (``--input-dtype int64 --input-high N`` for token ids).
+a dotted module name, found from the current directory too, or a ``.py``
+file, which may import modules beside it).  Inputs are random tensors of the
+given shapes (``--input-dtype int64 --input-high N`` for token ids).  The
+loss is a stand-in, the mean of the squared outputs (the plan's forward
+decisions do not depend on it); apply the written plan to your model with
+``hybrid_remat.torch.load(model, "plan.json", loss_fn)``.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"dtype per input ({', '.join(_DTYPES)}; default float32; one value applies to all)",
     )
     parser.add_argument("--input-high", type=int, default=2, help="integer inputs are drawn from [0, HIGH)")
-    parser.add_argument("--budget", required=True, help="activation budget: bytes, '2GiB' or '60%%' of keep-all")
+    parser.add_argument("--budget", required=True,
+                        help="live activation budget: bytes, '2GiB', '60%%' or 0.6 of the keep-all peak")
     parser.add_argument("--time-limit", type=float, default=10.0, help="search seconds (default 10)")
     parser.add_argument("--device", default="cpu", help="torch device to trace and time on (default cpu)")
     parser.add_argument("--costs", choices=("measure", "flops"), default="measure", help="op times: measured or FLOPs")
@@ -48,8 +53,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
 
 
+def _with_path(folder: str):
+    """Put ``folder`` first on ``sys.path`` (once)."""
+    folder = os.path.abspath(folder)
+    if folder not in [os.path.abspath(p or os.curdir) for p in sys.path]:
+        sys.path.insert(0, folder)
+
+
 def load_factory(spec: str):
-    """``"pkg.mod:fn"`` or ``"path/file.py:fn"`` -> the callable."""
+    """``"pkg.mod:fn"`` or ``"path/file.py:fn"`` -> the callable.
+
+    A dotted module is imported with the current directory on ``sys.path``
+    (as ``python -m`` would); a ``.py`` file with its own folder on it, so
+    that it can import the modules beside it."""
     mod_name, sep, attr = spec.rpartition(":")
     if not sep or not mod_name or not attr:
         raise HybridRematError(f"factory {spec!r} must be MODULE:FACTORY")
@@ -57,12 +73,14 @@ def load_factory(spec: str):
         if mod_name.endswith(".py") or os.sep in mod_name:
             if not os.path.exists(mod_name):
                 raise HybridRematError(f"factory module file {mod_name} does not exist")
+            _with_path(os.path.dirname(mod_name) or os.curdir)
             name = "_hybrid_remat_factory_" + os.path.splitext(os.path.basename(mod_name))[0]
             sp = importlib.util.spec_from_file_location(name, mod_name)
             module = importlib.util.module_from_spec(sp)
             sys.modules[name] = module
             sp.loader.exec_module(module)
         else:
+            _with_path(os.curdir)
             module = importlib.import_module(mod_name)
     except HybridRematError:
         raise
@@ -107,6 +125,7 @@ def run(args) -> int:
     """Trace, plan and write; returns 0.  Errors are HybridRematError."""
     import torch
 
+    from . import default_loss
     from . import plan as torch_plan
 
     if os.path.exists(args.out) and not args.force:
@@ -129,7 +148,7 @@ def run(args) -> int:
     inputs = make_inputs(args.input_shape, args.input_dtype, args.input_high, args.device)
     try:
         tp = torch_plan(
-            model, inputs, budget=args.budget, time_limit=args.time_limit, costs=args.costs,
+            model, inputs, default_loss, budget=_budget(args.budget), time_limit=args.time_limit, costs=args.costs,
             repeats=args.repeats, name=args.factory.rpartition(":")[2],
         )
     except HybridRematError:
@@ -138,11 +157,23 @@ def run(args) -> int:
         raise HybridRematError(f"tracing {args.factory} failed: {type(e).__name__}: {e}".splitlines()[0]) from None
     tp.write(args.out, overwrite=args.force)
     s = tp.summary()
+    how = (f"checkpoint {', '.join(r.path or '<model>' for r in tp.regions)}" if tp.mechanism == "regions"
+           else f"{len(s['dropped'])} outputs dropped (op replay)")
     print(
         f"{args.out}: {tp.graph.n} nodes, budget {s['budget_bytes']} B, predicted peak {s['predicted_peak_bytes']} B "
-        f"(keep-all {s['keep_all_peak_bytes']} B), +{s['overhead_pct']:.1f}% time, {len(s['dropped'])} outputs dropped"
+        f"(keep-all {s['keep_all_peak_bytes']} B), +{s['overhead_pct']:.1f}% time, {how}; loss: mean of squared "
+        f"outputs (stand-in); apply with hybrid_remat.torch.load(model, {args.out!r}, loss_fn)"
     )
     return 0
+
+
+def _budget(text: str):
+    """A fraction (``0.6``) stays a float; anything else is parsed later."""
+    try:
+        x = float(text)
+    except ValueError:
+        return text
+    return x if 0.0 < x <= 1.0 else text
 
 
 def main(argv=None) -> int:  # pragma: no cover - the lead's cli.py is the entry point

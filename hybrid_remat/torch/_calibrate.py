@@ -1,0 +1,174 @@
+"""What the runtimes themselves cost, measured, so that a plan's predicted
+step time includes them.
+
+The traced op times (each op re-run alone) leave out what a real step adds
+around every op: Python, module calls, autograd bookkeeping.  On top of that
+each runtime has its own cost: the op-replay runtime intercepts every ATen
+call of the forward and replays dropped ops from Python; the checkpoint
+runtime pays ``torch.utils.checkpoint``'s frame and hooks per checkpointed
+call, and a dispatch mode per op in selective regions.  :class:`Overheads`
+holds these figures; :func:`calibrate` measures them on the model itself
+(a few training steps) and on tiny checkpointed functions.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from ._common import now, sync
+
+__all__ = ["Overheads", "calibrate", "micro_overheads"]
+
+
+@dataclass
+class Overheads:
+    """Seconds the runtimes add to a step (all >= 0).
+
+    Attributes
+    ----------
+    per_node_s : float
+        Framework time per graph node in a plain step, added to every node's
+        traced cost ...
+    cost_scale : float
+        ... or the factor on every traced cost when their sum exceeds the
+        plain step (ops timed alone under load): either way the keep-all
+        plan's simulated time is the measured plain step.
+    ops_fixed_s : float
+        Op-replay runtime: recording the forward and its saved-tensor hooks
+        (a keep-all step under the runtime minus a plain step).
+    replay_node_s : float
+        Op-replay runtime: Python time per replayed op, beyond the op.
+    checkpoint_call_s : float
+        Checkpoint runtime: per checkpointed module call.
+    sac_op_s : float
+        Checkpoint runtime: per op of a selective region (forward and replay).
+    plain_step_s : float or None
+        The measured plain step.
+    source : str
+        ``"measured"`` or ``"none"`` (zeros: :func:`plan_graph` without a model).
+    """
+
+    per_node_s: float = 0.0
+    cost_scale: float = 1.0
+    ops_fixed_s: float = 0.0
+    replay_node_s: float = 0.0
+    checkpoint_call_s: float = 0.0
+    sac_op_s: float = 0.0
+    plain_step_s: float | None = None
+    source: str = "none"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def adjusted_costs(self, graph, kind: str) -> np.ndarray:
+        return np.asarray(graph.cost(kind), dtype=np.float64) * self.cost_scale + self.per_node_s
+
+    @classmethod
+    def fitting(cls, graph, plain_step_s: float, **kw) -> Overheads:
+        """Per-node time or cost scale such that the keep-all plan takes
+        ``plain_step_s``."""
+        op_sum = float(np.sum(graph.cost(graph.cost_kinds[0])))
+        if op_sum <= 0:
+            return cls(plain_step_s=plain_step_s, **kw)
+        if op_sum > plain_step_s:
+            return cls(cost_scale=plain_step_s / op_sum, plain_step_s=plain_step_s, **kw)
+        return cls(per_node_s=(plain_step_s - op_sum) / graph.n, plain_step_s=plain_step_s, **kw)
+
+
+def _best_of(fn, repeats: int, device_type: str) -> float:
+    times = []
+    for _ in range(repeats):
+        sync(device_type)
+        t0 = now()
+        fn()
+        sync(device_type)
+        times.append(now() - t0)
+    return min(times)
+
+
+def micro_overheads(device: torch.device, iters: int = 10) -> tuple[float, float]:
+    """``(checkpoint_call_s, sac_op_s)`` measured on tiny functions (the
+    op work itself subtracted)."""
+    from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+
+    x = torch.randn(4, 4, device=device, requires_grad=True)
+    n_ops = 16
+
+    def f(t):
+        for _ in range(n_ops // 2):
+            t = torch.sin(t) * 1.0001
+        return t
+
+    def plain():
+        for _ in range(iters):
+            f(x).sum().backward()
+
+    def ck():
+        for _ in range(iters):
+            checkpoint(f, x, use_reentrant=False).sum().backward()
+
+    ctx = functools.partial(create_selective_checkpoint_contexts, [torch.ops.aten.mm.default])
+
+    def sac():
+        for _ in range(iters):
+            checkpoint(f, x, use_reentrant=False, context_fn=ctx).sum().backward()
+
+    plain()
+    t_plain = _best_of(plain, 3, device.type)
+    t_ck = _best_of(ck, 3, device.type)
+    t_sac = _best_of(sac, 3, device.type)
+    x.grad = None
+    # a checkpointed call replays f's forward (about half a plain fwd+bwd)
+    fwd = t_plain / iters / 2
+    ck_call = max(0.0, (t_ck - t_plain) / iters - fwd)
+    sac_op = max(0.0, (t_sac - t_ck) / iters / (2 * n_ops))
+    return ck_call, sac_op
+
+
+def calibrate(model, inputs, loss_fn, kwargs, graph, device: torch.device, *, steps: int = 3) -> Overheads:
+    """Measure :class:`Overheads` for ``model`` (its gradients, buffers and
+    RNG state are restored): a plain step, the op-replay runtime keeping
+    everything and dropping everything, run in turn ``steps`` times
+    (fastest of each), and :func:`micro_overheads`."""
+    from ..problem import Problem
+    from ..simulate import simulate
+    from ._planner import executable_plan
+    from ._result import TorchPlan
+    from ._step import PlannedStep
+    from ._trace import interleaved_times, preserved_state, run_step
+
+    tm = graph.meta["torch"]
+    kind = graph.cost_kinds[0]
+    n_fwd = int(tm["n_forward"])
+    problem = Problem(graph, [_device(kind)], check=False)
+
+    def ops_step(keep):
+        plan = executable_plan(graph, keep, kind)
+        tp = TorchPlan(graph, problem, plan, keep, simulate(problem, plan, check_budget=False), "calibration",
+                       mechanism="ops")
+        step = PlannedStep(model, tp, loss_fn)
+        return (lambda: step(*inputs, **kwargs)), tp
+
+    keep_fn, _ = ops_step(np.ones(n_fwd, dtype=bool))
+    drop_fn, drop_tp = ops_step(np.zeros(n_fwd, dtype=bool))
+    with preserved_state(model):
+        t_plain, t_keep, t_drop = (min(ts) for ts in interleaved_times(
+            model, device, [lambda: run_step(model, inputs, loss_fn, kwargs), keep_fn, drop_fn], steps))
+    fit = Overheads.fitting(graph, float(t_plain))
+    n_rec = max(1, drop_tp.predicted.n_recompute)
+    replayed = float(drop_tp.predicted.total_time - np.sum(graph.cost(kind))) * fit.cost_scale
+    replay_node = max(0.0, (t_drop - t_keep - replayed) / n_rec - fit.per_node_s)
+    ck_call, sac_op = micro_overheads(device)
+    return Overheads(fit.per_node_s, fit.cost_scale, max(0.0, t_keep - t_plain), replay_node, ck_call, sac_op,
+                     float(t_plain), "measured")
+
+
+def _device(kind: str):
+    from ..problem import Device
+
+    return Device(kind, kind, 1 << 62)
+

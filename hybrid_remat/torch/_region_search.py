@@ -1,0 +1,194 @@
+"""Search for the fastest checkpoint-region plan within a budget.
+
+Candidates are sets of module paths (see :mod:`._regions`), evaluated by the
+simulator on the order the checkpoint runtime performs, their step time
+predicted as the simulated time plus the runtime's own cost
+(:class:`~._calibrate.Overheads`).  Families:
+
+* *level pools*: the checkpointable modules at one depth of the module tree
+  (``layer1.0``, ``layer1.1``...: what per-block checkpointing picks by
+  hand), and a greedy pool over every depth; within a pool, the shortest
+  prefix that fits, in three orders (most dropped bytes per replay second
+  first, first-called first, last-called first);
+* *polish* of the best plan: leave out regions the budget does not need,
+  and keep the outputs of heavy ops (convolutions, matmuls) in a region
+  through a selective-checkpoint context when the time saved pays for the
+  memory and the dispatch mode.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..simulate import simulate
+from ._regions import Region, RegionModel
+
+__all__ = ["search_regions", "RegionEvaluator"]
+
+
+class RegionEvaluator:
+    """Simulates region plans (cached by the set of regions)."""
+
+    def __init__(self, problem, rm: RegionModel, overheads):
+        self.problem = problem
+        self.rm = rm
+        self.oh = overheads
+        self.device = problem.primary.name
+        self.budget = int(problem.budgets[0])
+        self.cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
+        self.seen: dict = {}
+        self.n_calls = {p: len(ids) for p, ids in rm.calls_of.items()}
+        self.n_nodes = {p: sum(rm.calls[i][2] - rm.calls[i][1] for i in ids) for p, ids in rm.calls_of.items()}
+
+    def overhead(self, regions) -> float:
+        s = 0.0
+        for r in regions:
+            s += self.n_calls[r.path] * self.oh.checkpoint_call_s
+            if r.save_ops:
+                s += 2 * self.n_nodes[r.path] * self.oh.sac_op_s
+        return s
+
+    def __call__(self, regions, family: str):
+        from ._planner import _Candidate
+
+        regions = tuple(sorted(regions, key=lambda r: r.path))
+        key = regions
+        c = self.seen.get(key)
+        if c is not None:
+            return c
+        plan = self.rm.plan(list(regions), self.device)
+        res = simulate(self.problem, plan, check_budget=False)
+        if not res.valid:
+            from ..errors import HybridRematError
+
+            raise HybridRematError(f"internal: region plan invalid: {res.error}")
+        keep = self.rm.analyse(list(regions))[0]
+        c = _Candidate(family, keep, plan, res, mechanism="regions", regions=regions,
+                       overhead_s=self.overhead(regions))
+        self.seen[key] = c
+        return c
+
+    def fits(self, c) -> bool:
+        return c.peak <= self.budget
+
+
+def _depth(path: str) -> int:
+    return 0 if not path else path.count(".") + 1
+
+
+def _standalone(rm: RegionModel, cost: np.ndarray, nbytes: np.ndarray, path: str) -> tuple[float, float]:
+    """(bytes dropped, replay seconds) of checkpointing ``path`` alone."""
+    keep, batches = rm.analyse([Region(path)])
+    dropped = float(nbytes[: rm.n_fwd][~keep].sum())
+    replay = 0.0
+    for _, _, nodes, _ in batches:
+        replay += float(sum(cost[v] for v in nodes if not keep[v] or rm.overwritten[v]))
+    return dropped, replay
+
+
+def _prefix_search(ev: RegionEvaluator, order: list, family: str):
+    """Shortest prefix of ``order`` that fits (binary search), or None."""
+    best = None
+    lo, hi = 1, len(order)
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        c = ev([Region(p) for p in order[:mid]], family)
+        if ev.fits(c):
+            best, hi = c, mid - 1
+        else:
+            lo = mid + 1
+    return best
+
+
+def _disjoint(rm: RegionModel, paths: list) -> list:
+    """Greedy: keep paths (in the given order) none of whose calls nests in
+    or contains an already chosen one's."""
+    chosen: list = []
+    spans = []
+    for p in paths:
+        mine = [(rm.calls[i][1], rm.calls[i][2]) for i in rm.calls_of[p]]
+        if any(not (e1 <= f2 or e2 <= f1) for f1, e1 in mine for f2, e2 in spans):
+            continue
+        chosen.append(p)
+        spans.extend(mine)
+    return chosen
+
+
+def search_regions(problem, rm: RegionModel, overheads, *, t_end: float) -> tuple:
+    """``(best candidate or None, every candidate tried, evaluator)``."""
+    ev = RegionEvaluator(problem, rm, overheads)
+    g = problem.graph
+    cost = ev.cost
+    nbytes = g.bytes.astype(np.float64)
+    stats = {}
+    for p in rm.valid_paths():
+        d, r = _standalone(rm, cost, nbytes, p)
+        if d > 0:
+            stats[p] = (d, r + ev.n_calls[p] * overheads.checkpoint_call_s)
+    tried = []
+    if not stats:
+        return None, tried, ev
+    first_call = {p: rm.calls[rm.calls_of[p][0]][1] for p in stats}
+
+    def ratio(p):
+        d, r = stats[p]
+        return d / (r + 1e-9)
+
+    pools: dict[str, list] = {}
+    for p in stats:
+        pools.setdefault(f"depth{_depth(p)}", []).append(p)
+    pools["greedy"] = _disjoint(rm, sorted(stats, key=ratio, reverse=True))
+    for name, paths in list(pools.items()):
+        pools[name] = _disjoint(rm, sorted(paths, key=lambda p: first_call[p]))
+    # the whole model (lowest memory) first: a reference for BudgetError
+    if "" in stats:
+        tried.append(ev([Region("")], "regions:model"))
+    orders = (
+        ("ratio", lambda ps: sorted(ps, key=ratio, reverse=True)),
+        ("first", lambda ps: sorted(ps, key=lambda p: first_call[p])),
+        ("last", lambda ps: sorted(ps, key=lambda p: -first_call[p])),
+    )
+    for name, paths in sorted(pools.items(), key=lambda kv: -len(kv[1])):
+        if time.perf_counter() > t_end and tried:
+            break
+        tried.append(ev([Region(p) for p in paths], f"regions:{name}:all"))
+        for oname, sort in orders:
+            c = _prefix_search(ev, sort(paths), f"regions:{name}:{oname}")
+            if c is not None:
+                tried.append(c)
+    fitting = [c for c in tried if ev.fits(c)]
+    if not fitting:
+        return None, tried, ev
+    best = min(fitting, key=lambda c: (c.step_s, c.peak))
+    best = _polish(ev, rm, best, t_end)
+    tried.append(best)
+    return best, tried, ev
+
+
+def _polish(ev: RegionEvaluator, rm: RegionModel, best, t_end: float):
+    fam = best.family.split("+")[0]
+    cur = best
+    # 1. leave out regions the budget does not need (cheapest replays last)
+    for r in sorted(cur.regions, key=lambda r: -ev.n_nodes[r.path]):
+        if time.perf_counter() > t_end:
+            break
+        rest = [x for x in cur.regions if x != r]
+        if not rest:
+            continue
+        c = ev(rest, fam + "+drop")
+        if ev.fits(c) and c.step_s < cur.step_s:
+            cur = c
+    # 2. keep heavy ops' outputs in a region when it pays
+    for r in list(cur.regions):
+        if time.perf_counter() > t_end:
+            break
+        ops = rm.saveable_ops(r.path)
+        if not ops or r.save_ops:
+            continue
+        trial = [Region(x.path, ops) if x == r else x for x in cur.regions]
+        c = ev(trial, fam + "+sac")
+        if ev.fits(c) and c.step_s < cur.step_s:
+            cur = c
+    return cur

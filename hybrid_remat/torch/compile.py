@@ -1,0 +1,279 @@
+"""Our planner inside ``torch.compile``: a custom activation-memory solver.
+
+``torch.compile``'s partitioner (AOTAutograd's min-cut) decides which
+forward values the compiled backward reads from memory and which it
+recomputes.  Under ``activation_memory_budget < 1`` it asks a *knapsack
+solver* which of the expensive ("banned") nodes it may recompute, then
+re-runs the min-cut with those allowed.  The built-in solvers ("dp",
+"greedy", "ilp") weigh each node's size against its FLOPs, one node at a
+time, against a normalised budget.  :class:`CompileSolver` answers the same
+question by planning the joint graph it is given: for each candidate answer
+it runs the min-cut itself, maps the values the partition saves onto a remat
+graph of the joint graph, and simulates the step (forward, then backward
+with recomputations where they are needed): the *peak* memory, recompute
+chains and the time are the simulator's.  It returns the fastest answer whose
+simulated peak fits ``budget``; candidates come from orders of the banned
+nodes (most bytes per recompute-second first) and from the keep sets of
+:func:`hybrid_remat.torch.plan_graph`'s search, which maps the plan of
+:func:`hybrid_remat.anytime.anytime_solve`.
+
+One line::
+
+    hrt.CompileSolver(budget=0.5).install()   # 50% of the step's keep-all peak
+    step = torch.compile(train_step)           # or model = torch.compile(model)
+
+``install()`` sets ``torch._functorch.config.activation_memory_budget_solver``
+to the solver and ``activation_memory_budget`` to a small positive value, so
+that the partitioner always asks it (a budget of 1.0 never does; with a
+larger one the partitioner may settle for its own plan first).  ``uuid()``
+folds the solver's source and settings into the compile cache key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import warnings
+
+import numpy as np
+from torch._inductor.custom_graph_pass import CustomKnapsackSolver, CustomPartitionerFn, get_hash_for_files
+
+from ..budgets import keep_all_peak
+from ..errors import HybridRematError
+from ..problem import Device, Problem
+from ..simulate import simulate
+from ._joint import joint_to_graph
+from ._planner import budget_bytes, executable_plan, search_keep_set
+
+__all__ = ["CompileSolver", "PartitionRecorder", "partition_stats"]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SOURCES = tuple(os.path.join(_HERE, f) for f in ("compile.py", "_joint.py", "_planner.py", "cost_model.py"))
+#: ``activation_memory_budget`` set by :meth:`CompileSolver.install` (below any ratio the min-cut reaches).
+ASK_ALWAYS = 1e-4
+
+
+class CompileSolver(CustomKnapsackSolver):
+    """Plans ``torch.compile``'s activation memory with the simulator.
+
+    Parameters
+    ----------
+    budget : float, int or str
+        Peak activation memory of each compiled graph's step: a fraction of
+        its keep-all peak (``0.5``), a percentage (``"50%"``), a size
+        (``"2GiB"``) or bytes.
+    time_limit : float
+        Seconds per joint graph.
+    use_solvers : bool
+        Also map the plan of ``anytime_solve`` (costs time, may find plans
+        the orders miss).
+
+    Attributes
+    ----------
+    reports : list of dict
+        One per joint graph solved: nodes, budget, keep-all peak, predicted
+        peak and time, banned nodes recomputed, the family chosen, seconds.
+
+    Examples
+    --------
+    >>> import torch, hybrid_remat.torch as hrt
+    >>> solver = hrt.CompileSolver(budget=0.5, time_limit=2)
+    >>> with solver.patch():                                   # doctest: +SKIP
+    ...     loss = torch.compile(model)(x).sum(); loss.backward()
+    >>> isinstance(solver.uuid(), bytes)
+    True
+    """
+
+    def __init__(self, budget, time_limit: float = 5.0, *, use_solvers: bool = False):
+        if budget is None or isinstance(budget, bool):
+            raise HybridRematError("CompileSolver needs a budget: a fraction (0.5), '50%', '2GiB' or bytes")
+        if isinstance(budget, (int, float)) and budget <= 0:
+            raise HybridRematError(f"budget must be positive, not {budget!r}")
+        self.budget = budget
+        self.time_limit = float(time_limit)
+        self.use_solvers = bool(use_solvers)
+        self.reports: list[dict] = []
+
+    def uuid(self):
+        return get_hash_for_files(_SOURCES, f"{self.budget!r}|{self.time_limit}|{self.use_solvers}")
+
+    def __repr__(self) -> str:
+        return f"CompileSolver(budget={self.budget!r}, time_limit={self.time_limit})"
+
+    # ---------------------------------------------------------------- config
+    def install(self) -> CompileSolver:
+        """Make ``torch.compile`` use this solver (process-wide config)."""
+        from torch._functorch import config
+
+        config.activation_memory_budget_solver = self
+        if config.activation_memory_budget >= 1.0:
+            config.activation_memory_budget = ASK_ALWAYS
+        return self
+
+    @contextlib.contextmanager
+    def patch(self):
+        """The same as :meth:`install`, for the ``with`` block only (compile
+        inside it: compilation happens at the first call)."""
+        from torch._functorch import config
+
+        with config.patch(activation_memory_budget_solver=self, activation_memory_budget=ASK_ALWAYS):
+            yield self
+
+    # ---------------------------------------------------------------- solve
+    def __call__(self, memory, joint_graph, max_memory, node_info, all_recomputable_banned_nodes):
+        t0 = time.perf_counter()
+        items = list(all_recomputable_banned_nodes)
+        try:
+            recomp, report = self._solve(joint_graph, node_info, items, t0 + self.time_limit)
+        except HybridRematError:
+            raise
+        except Exception as e:  # noqa: BLE001 - never break a compile: fall back to the built-in answer
+            warnings.warn(f"hybrid_remat CompileSolver failed ({type(e).__name__}: {e}); recomputing every "
+                          "banned node", RuntimeWarning, stacklevel=2)
+            recomp, report = list(range(len(items))), {"error": f"{type(e).__name__}: {e}"}
+        report["seconds"] = time.perf_counter() - t0
+        self.reports.append(report)
+        rset = set(recomp)
+        return [i for i in range(len(items)) if i not in rset], sorted(rset)
+
+    def _solve(self, joint_graph, node_info, items, t_end):
+        from torch._functorch import config
+        from torch._functorch.partitioners import MinCutOptions, solve_min_cut
+        from torch.utils._ordered_set import OrderedSet
+
+        jg = joint_to_graph(joint_graph, node_info)
+        g = jg.graph
+        kind = g.cost_kinds[0]
+        nbytes = budget_bytes(self.budget, g)
+        problem = Problem(g, [Device(kind, kind, nbytes)], check=False)
+        options = MinCutOptions(False, False, False, False, config.ban_recompute_reductions)
+        cache: dict = {}
+
+        def evaluate(recomp: frozenset):
+            got = cache.get(recomp)
+            if got is None:
+                saved, _ = solve_min_cut(joint_graph, node_info, options, OrderedSet(items[i] for i in sorted(recomp)))
+                keep = jg.keep_of(saved)
+                sim = simulate(problem, executable_plan(g, keep, kind), check_budget=False)
+                got = cache[recomp] = (next(iter(sim.peak_bytes.values())), sim.total_time, sim.n_recompute)
+            return got
+
+        def fits(r):
+            return evaluate(r)[0] <= nbytes
+
+        owner = [jg.owner.get(b) for b in items]
+        cost = np.asarray(problem.cost_matrix[0])
+        size = np.array([g.bytes[o] if o is not None else 0 for o in owner], dtype=np.float64)
+        rc = np.array([cost[o] if o is not None else 0.0 for o in owner])
+        order = sorted(range(len(items)), key=lambda i: -size[i] / (rc[i] + 1e-12))
+        cands = {"none": frozenset(), "all": frozenset(range(len(items)))}
+        # shortest prefix of the order that fits
+        lo, hi, best_k = 1, len(order), None
+        while lo <= hi and time.perf_counter() < t_end:
+            mid = (lo + hi) // 2
+            if fits(frozenset(order[:mid])):
+                best_k, hi = mid, mid - 1
+            else:
+                lo = mid + 1
+        if best_k is not None:
+            cands["bytes-per-second"] = frozenset(order[:best_k])
+        # the keep sets of the eager planner's search (and anytime_solve's plan), as knapsack answers
+        if time.perf_counter() < t_end:
+            _, _, ev = search_keep_set(problem, time_limit=max(0.0, (t_end - time.perf_counter()) / 2),
+                                       use_solvers=self.use_solvers)
+            for c in sorted((c for c in ev.seen.values() if c.peak <= nbytes), key=lambda c: c.step_s)[:4]:
+                if time.perf_counter() > t_end:
+                    break
+                cands[f"keep-set:{c.family}"] = frozenset(i for i, o in enumerate(owner)
+                                                          if o is not None and o < jg.n_forward and not c.keep[o])
+        scored = []
+        for fam, r in cands.items():
+            if fam in ("none", "all") or time.perf_counter() < t_end:
+                peak, t, _ = evaluate(r)
+                scored.append((peak > nbytes, t, peak, fam, r))
+        scored.sort(key=lambda x: (x[0], x[1] if not x[0] else x[2]))
+        over, _, _, fam, best = scored[0]
+        # polish: save again the banned nodes the budget does not need (the most expensive first)
+        if not over:
+            for i in sorted(best, key=lambda i: -rc[i]):
+                if time.perf_counter() > t_end:
+                    break
+                trial = best - {i}
+                if fits(trial) and evaluate(trial)[1] <= evaluate(best)[1]:
+                    best, fam = trial, fam + "+polish"
+        peak, t, n_rec = evaluate(best)
+        base = evaluate(frozenset())
+        report = {
+            "n_nodes": g.n, "n_forward": jg.n_forward, "n_banned": len(items), "n_recomputed_banned": len(best),
+            "budget_bytes": nbytes, "keep_all_peak_bytes": keep_all_peak(g), "predicted_peak_bytes": int(peak),
+            "predicted_time_s": t, "save_banned_peak_bytes": int(base[0]), "save_banned_time_s": base[1],
+            "n_recompute": n_rec, "fits": not over, "family": fam, "evaluations": len(cache),
+        }
+        if over:
+            warnings.warn(
+                f"hybrid_remat CompileSolver: no partition of this graph fits {nbytes} B (the lowest simulated peak "
+                f"is {int(peak)} B, {100.0 * peak / max(1, keep_all_peak(g)):.0f}% of keep-all); using it",
+                RuntimeWarning, stacklevel=3,
+            )
+        return sorted(best), report
+
+
+# ------------------------------------------------------------ inspection
+def partition_stats(fw_module, bw_module) -> dict:
+    """What a forward/backward partition saves and recomputes.
+
+    ``saved_bytes``: the activations the backward graph reads from the
+    forward (parameters, inputs and tangents left out); ``recomputed_flops``
+    and ``n_recomputed``: the forward ops the backward graph runs again."""
+    from torch._functorch.partitioners import _size_of
+
+    from ._joint import _flops
+
+    fw_ops = {n.name for n in fw_module.graph.nodes if n.op == "call_function"}
+    saved = [n for n in bw_module.graph.nodes if n.op == "placeholder"
+             and not n.name.startswith(("tangents", "primals")) and "val" in n.meta]
+    recomputed = [n for n in bw_module.graph.nodes if n.op == "call_function" and n.name in fw_ops]
+    return {
+        "saved_bytes": int(sum(_size_of(n) for n in saved)),
+        "n_saved": len(saved),
+        "n_recomputed": len(recomputed),
+        "recomputed_flops": float(sum(_flops(n) for n in recomputed)),
+    }
+
+
+class PartitionRecorder(CustomPartitionerFn):
+    """The min-cut partitioner of ``torch.compile``, recording
+    :func:`partition_stats` of every partition it makes (``records``).
+
+    For inductor: ``torch._inductor.config.custom_partitioner_fn = rec``;
+    :meth:`backend` gives a backend that partitions the same way and runs
+    the partitioned graphs eagerly (no code generation: quick to compile)."""
+
+    def __init__(self):
+        self.records: list[dict] = []
+
+    def __call__(self, gm, joint_inputs, **kwargs):
+        from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+        fw, bw = min_cut_rematerialization_partition(gm, joint_inputs, **kwargs)
+        self.records.append(partition_stats(fw, bw))
+        return fw, bw
+
+    def uuid(self):
+        return None  # never cached: every compile partitions (and records)
+
+    def backend(self):
+        """A ``torch.compile`` backend: inductor's decompositions and this
+        partitioner, graphs run eagerly."""
+        import functools
+        from importlib import import_module
+
+        from torch._dynamo.backends.common import aot_autograd
+        from torch._dynamo.backends.debugging import get_nop_func
+
+        return aot_autograd(
+            fw_compiler=get_nop_func(), bw_compiler=get_nop_func(),
+            decompositions=lambda: import_module("torch._inductor.compile_fx").select_decomp_table(),
+            partition_fn=functools.partial(self, compiler="inductor"),
+        )
