@@ -15,7 +15,7 @@ from hybrid_remat import SolveInterrupted
 from hybrid_remat.anytime import anytime_solve
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.generators import chain, random_layered
-from hybrid_remat.heuristics.splitting import LifetimeSplit
+from hybrid_remat.heuristics.lifetime_split import LifetimeSplit
 from hybrid_remat.interfaces import ALL_PLANS, Bound, BoundResult, Formulation, FormulationResult, Heuristic, Improver
 from hybrid_remat.limits import now
 from hybrid_remat.plan import keep_all_plan
@@ -408,7 +408,10 @@ def test_a_component_predicted_to_overrun_is_skipped_with_the_reason():
     (row,) = [x for x in r.report if x.source == "slow"]
     assert row.status == "skipped" and row.note.startswith("predicted 1e+06 s >")
     # the calibration table predicts the same way for components without predict_seconds
-    s = Scheduler(p, heuristics=[LifetimeSplit()], table={"split": {"c": 1.0, "k": 2.0, "value": 0.5}})
+    class Unpredicted(Heuristic):  # no predict_seconds of its own
+        name, capabilities = "split", frozenset({"dag", "chain", "single_device"})
+
+    s = Scheduler(p, heuristics=[Unpredicted()], table={"split": {"c": 1.0, "k": 2.0, "value": 0.5}})
     assert s.construct[0].predicted == pytest.approx(p.graph.n ** 2)
     assert Scheduler.too_slow(s.construct[0], 10.0).startswith("predicted")
 
