@@ -16,7 +16,7 @@ def hybrid_remat_register_formulations():
 @hookimpl
 def hybrid_remat_register_heuristics():
     from ..exact.bounds import CutBoundSource
+    from ..exact.lp_rounding import LPRounding
     from ..exact.primal import StagedEvict
-    from ..heuristics.lp_rounding import LPRounding
 
     return [StagedEvict(), LPRounding(), CutBoundSource()]
