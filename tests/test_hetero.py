@@ -294,7 +294,7 @@ def test_oversized_model_is_refused_with_a_reason():
     p = two_dev(g, 4, 100)
     assert model_size(p)["variables"] > 1000
     plan = HeftScheduler().run(p)
-    res = XEngineMILP(max_variables=1000, coarse=False).solve(p, incumbent=plan)
+    res = XEngineMILP(max_variables=1000, coarse=False, windows=False).solve(p, incumbent=plan)
     assert res.status == "no_solution" and "too large" in res.stats["reason"]
     assert res.plan is plan
 
@@ -312,14 +312,32 @@ def test_coarse_grid_when_the_per_node_model_is_too_large():
     assert r.valid and r.total_time <= simulate(p, plan).total_time + 1e-12
 
 
+def _solve_on_grid(p, ends, node_limit=20000):
+    """The model on the stage grid ``ends`` alone: ``FormulationResult``-like (status, plan, objective)."""
+    from types import SimpleNamespace
+
+    from hybrid_remat.limits import Limits
+
+    best = {"plan": None, "obj": float("inf")}
+
+    def offer(plan, source):
+        r = simulate(p, plan)
+        if r.valid and r.total_time < best["obj"]:
+            best["plan"], best["obj"] = plan, r.total_time
+        return r
+
+    status, _ = XEngineMILP().solve_grid(p, ends, None, Limits(nodes=node_limit), 0, 1, offer, None, {}, full=False)
+    return SimpleNamespace(status=status, plan=best["plan"], objective=best["obj"])
+
+
 def test_coarse_model_on_tiny_graphs_is_exact_for_its_grid():
     rng = np.random.default_rng(9)
     for _ in range(10):
         p = random_problem(rng, 3, 6)
         n = p.graph.n
-        fine = XEngineMILP()._solve(p, None, 60, 20000, 0, 1, None, None, None)
+        fine = XEngineMILP().solve(p, node_limit=20000, frontier="reference")
         ends = np.array(sorted(set(rng.choice(n - 1, size=min(2, n - 1), replace=False).tolist()) | {n - 1}))
-        coarse = XEngineMILP()._solve(p, None, 60, 20000, 0, 1, None, None, None, ends)
+        coarse = _solve_on_grid(p, ends)
         assert coarse.status == "optimal" and fine.status == "optimal"
         r = simulate(p, coarse.plan)
         assert r.valid and r.total_time == pytest.approx(coarse.objective)

@@ -236,6 +236,7 @@ def _decode(g, names, R, S, X, meta, ends, check: bool = False) -> Plan:
     T = len(ends)
     steps = []
     resident = np.zeros((D, n), dtype=bool)
+    pp, pi = g.pred_ptr, g.pred_idx
     for st in range(T):
         t = int(ends[st])
         Rt, Xt = R[:, st, : t + 1], X[:, :, st, : t + 1]
@@ -244,25 +245,26 @@ def _decode(g, names, R, S, X, meta, ends, check: bool = False) -> Plan:
         last[keep] = n + 1
         out = Xt.any(axis=1)  # (D, t+1): copies out of d at slot i
         arrive = Rt | Xt.any(axis=0)
+        slots = np.arange(t + 1)
         for d in range(D):
-            pres = np.flatnonzero(arrive[d])
-            last[d, pres] = np.maximum(last[d, pres], pres)
-            src = np.flatnonzero(out[d])
-            last[d, src] = np.maximum(last[d, src], src)
-            for j in np.flatnonzero(Rt[d]):
-                pj = g.preds(int(j))
+            last[d, : t + 1] = np.maximum(last[d, : t + 1], np.where(arrive[d] | out[d], slots, -1))
+            for j in np.flatnonzero(Rt[d]).tolist():
+                pj = pi[pp[j]:pp[j + 1]]
                 last[d, pj] = np.maximum(last[d, pj], j)
         for d in range(D):  # start of the stage: drop what the stage does not need
-            for i in np.flatnonzero(resident[d] & (last[d] < 0)):
-                steps.append(("free", int(i), names[d]))
-                resident[d, i] = False
-        for k in range(t + 1):
+            for i in np.flatnonzero(resident[d] & (last[d] < 0)).tolist():
+                steps.append(("free", i, names[d]))
+            resident[d] &= last[d] >= 0
+        # only slots where something arrives or is freed produce steps
+        events = np.flatnonzero(arrive.any(axis=0))
+        freed = last[(last >= 0) & (last <= t)]
+        for k in np.union1d(events, freed).tolist():
             for d in range(D):
                 if Rt[d, k]:
                     if check:
-                        for u in g.preds(k):
+                        for u in pi[pp[k]:pp[k + 1]].tolist():
                             if not resident[d, u]:
-                                raise PlanError(f"stage {st}: node {k} needs node {int(u)}, which is neither kept "
+                                raise PlanError(f"stage {st}: node {k} needs node {u}, which is neither kept "
                                                 f"nor computed")
                     if not resident[d, k]:
                         steps.append(("compute", k, names[d]))
@@ -273,8 +275,8 @@ def _decode(g, names, R, S, X, meta, ends, check: bool = False) -> Plan:
                         steps.append(("copy", k, names[d], names[e]))
                         resident[e, k] = True
             for d in range(D):
-                for i in np.flatnonzero(resident[d] & (last[d] == k)):
-                    steps.append(("free", int(i), names[d]))
+                for i in np.flatnonzero(resident[d] & (last[d] == k)).tolist():
+                    steps.append(("free", i, names[d]))
                     resident[d, i] = False
     return Plan.from_steps(steps, names, meta)
 

@@ -50,7 +50,7 @@ STAGED_SCOPE = "staged"
 
 
 def _better(a: float, b: float) -> bool:
-    return a < b - 1e-12 * max(1.0, abs(b))
+    return a < b if not math.isfinite(b) else a < b - 1e-12 * max(1.0, abs(b))
 
 
 class CheckmateFormulation(CheckmatePolicy, Formulation):

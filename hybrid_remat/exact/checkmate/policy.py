@@ -11,7 +11,7 @@ Examples
 >>> from hybrid_remat.generators import random_layered
 >>> from hybrid_remat.problem import Problem
 >>> pol = CheckmatePolicy()
->>> pol.phases(Problem.single(random_layered(10, seed=0), "50%"), 60.0)
+>>> pol.phases(Problem.single(random_layered(10, seed=0), "100%"), 60.0)
 [(1, None, 1.0)]
 """
 
