@@ -187,16 +187,17 @@ def scip_model(name: str = "hybrid_remat", *, seed: int = 0, threads: int = 1, q
 
 def set_limits(model, limits) -> float:
     """Set ``limits/time`` (seconds left; SCIP counts total solving time, so
-    the solving time so far is added) and ``limits/nodes``.  Returns the
-    seconds left (``inf`` without a deadline)."""
-    if limits is None:
-        return math.inf
-    left = limits.left()
+    the solving time so far is added) and ``limits/nodes`` (both reset to
+    unlimited when ``limits`` has none).  Returns the seconds left (``inf``
+    without a deadline)."""
+    left = math.inf if limits is None else limits.left()
     if math.isfinite(left):
         spent = model.getSolvingTime() if model.getStage() == _STAGE_SOLVING else 0.0
         model.setParam("limits/time", max(0.0, float(left)) + spent)
-    if limits.nodes is not None:
-        model.setParam("limits/nodes", int(limits.nodes))
+    else:
+        model.setParam("limits/time", 1e20)
+    nodes = None if limits is None else limits.nodes
+    model.setParam("limits/nodes", -1 if nodes is None else int(nodes))
     return left
 
 

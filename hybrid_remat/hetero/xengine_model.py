@@ -82,6 +82,8 @@ class XEngineModel:
     R, S : dict (d, t, i) -> variable
     X : dict (a, b, t, i) -> variable
     objscale : ObjectiveScale
+        ``real serial time = offset + scale * model objective`` (the offset
+        is the fixed part's cost in a window).
     """
 
     def __init__(self, problem, **kwargs):
@@ -117,6 +119,7 @@ class XEngineModel:
         self.edges = g.edges() if g.m else np.zeros((0, 2), dtype=np.int64)
         succs = [g.succs(i).tolist() for i in range(n)]
         prev_end = np.concatenate([[-1], ends[:-1]])
+        self._cost, self._cc, self._links = cost, cc, links
         stop = getattr(limits, "stop", None)
         deadline = getattr(limits, "deadline", np.inf)
 
@@ -256,6 +259,12 @@ class XEngineModel:
             if expired():
                 raise BuildTimeout(f"model construction passed the deadline (stage {t} of {T})")
         m.setMinimize()
+        if R0 is not None:  # the fixed part's cost: real objective = fixed + scale * model objective
+            fixed = sum(float((R0[d] * cost[d][None, :]).sum()) for d in range(D) if can[d])
+            fixed += sum(float((X0[a, b] * cc[a, b][None, :]).sum()) for a, b in links)
+            fixed -= sum(float(cost[d, i]) for (d, t, i) in R if R0[d, t, i])
+            fixed -= sum(float(cc[a, b, i]) for (a, b, t, i) in X if X0[a, b, t, i])
+            self.objscale = ObjectiveScale(osc.scale, fixed)
 
     def _memory_rows(self, m, quicksum, d, t, e_t, p_t, Rv, Sv, arrivals, split, preds, succs, cap_d, can_d):
         """FREE variables (or constants) and the memory rows of device ``d`` in stage ``t``.
