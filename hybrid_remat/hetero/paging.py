@@ -42,7 +42,7 @@ class PagingMILP(Formulation):
 
     name = "hetero_paging"
     version = "2"
-    capabilities = frozenset({"dag", "chain", "multi_device", "serial", "honours_limits"})
+    capabilities = frozenset({"dag", "chain", "multi_device", "serial", "exact", "honours_limits"})
 
     def __init__(self, max_variables: int = MAX_VARIABLES):
         self.inner = XEngineMILP(max_variables)

@@ -111,9 +111,11 @@ def copy_costs(problem: Problem):
     return cc
 
 
-def coarse_ends(problem: Problem, plan: Plan, max_variables: int, refine_variables: int | None = None):
+def coarse_ends(problem: Problem, plan: Plan, max_variables: int, refine_variables: int | None = None,
+                limits=None):
     """A stage grid as coarse as the plan allows (``None`` when none fits
-    under ``max_variables``).
+    under ``max_variables``, or ``limits`` expire before one is found;
+    refining stops when they expire).
 
     Consecutive per-node stages of ``plan`` (frontier-ordered) are merged
     while no value arrives twice on a device within the merged stage and no
@@ -163,6 +165,8 @@ def coarse_ends(problem: Problem, plan: Plan, max_variables: int, refine_variabl
         return bad, ends
 
     for _ in range(64):
+        if limits is not None and limits.expired():
+            return None
         bad, ends = ok(groups)
         if bad is None:
             return None
@@ -183,7 +187,7 @@ def coarse_ends(problem: Problem, plan: Plan, max_variables: int, refine_variabl
         return None
     # refine: split the longest stages while the model stays under the limit
     # (more stages = more freedom to recompute, offload and switch devices)
-    while True:
+    while limits is None or not limits.expired():
         t = max(range(len(groups)), key=lambda i: groups[i][1] - groups[i][0])
         a0, b0 = groups[t]
         if b0 == a0:

@@ -70,8 +70,10 @@ __all__ = ["XEngineMILP", "MAX_VARIABLES", "WINDOW_VARIABLES", "model_size", "de
 MAX_VARIABLES = 60_000
 #: variables of one window model (about; the window's stage and node counts follow from it)
 WINDOW_VARIABLES = 12_000
-#: measured pyscipopt construction throughput of this model (variables per second, with its rows)
-BUILD_RATE = 20_000.0
+#: measured pyscipopt construction throughput of this model (variables + rows per second, 2 shared cores)
+BUILD_RATE = 15_000.0
+#: share of the time the coarse model gets when windows may follow it
+COARSE_SHARE = 0.6
 
 
 def _better(a: float, b: float) -> bool:
@@ -144,10 +146,10 @@ class XEngineMILP(Formulation):
     def predict_seconds(self, problem: Problem) -> float:
         """Seconds to build the first model: the per-node one when it fits,
         else one window."""
-        size = model_size(problem)["variables"]
-        if size <= self.max_variables:
-            return size / BUILD_RATE
-        return self.window_variables / BUILD_RATE if self.windows else math.inf
+        size = model_size(problem)
+        if size["variables"] <= self.max_variables:
+            return (size["variables"] + size["constraints"]) / BUILD_RATE
+        return 3.0 * self.window_variables / BUILD_RATE if self.windows else math.inf
 
     def solve(self, problem: Problem, *, incumbent: Plan | None = None, limits=None, seed: int = 0,
               threads: int = 1, on_incumbent: Callable | None = None, on_bound: Callable | None = None,
@@ -218,11 +220,13 @@ class XEngineMILP(Formulation):
             status, staged_lb = self.solve_grid(problem, None, incumbent, lim, seed, threads, offer, on_bound,
                                                 stats, full=True)
         else:
-            ends = coarse_ends(problem, incumbent, self.max_variables) if self.coarse and incumbent is not None \
-                else None
+            ends = coarse_ends(problem, incumbent, self.max_variables, limits=lim) \
+                if self.coarse and incumbent is not None else None
             if ends is not None:
                 stats["grid"] = f"coarse ({len(ends)} stages)"
-                self.solve_grid(problem, ends, incumbent, lim, seed, threads, offer, None, stats, full=False)
+                left = lim.left()
+                clim = lim.share(COARSE_SHARE * left) if self.windows and math.isfinite(left) else lim
+                self.solve_grid(problem, ends, incumbent, clim, seed, threads, offer, None, stats, full=False)
             if self.windows and best["plan"] is not None and not lim.expired():
                 stats["grid"] = (stats.get("grid", "") + " + windows").lstrip(" +")
                 self.solve_windows(problem, best["plan"], lim, seed, threads, offer, stats)
@@ -250,14 +254,14 @@ class XEngineMILP(Formulation):
         t0 = time.perf_counter()
         T = problem.graph.n if ends is None else len(ends)
         left = lim.left()
-        est = model_size(problem, ends)["variables"]
-        if math.isfinite(left) and est / BUILD_RATE > 0.9 * left:
-            stats["skipped"] = "model too large to build within the time limit"
+        est = model_size(problem, ends)
+        if math.isfinite(left) and (est["variables"] + est["constraints"]) / BUILD_RATE > 0.5 * left:
+            stats["grid_skipped" if not full else "skipped"] = "model too large to build and solve in the time left"
             return "no_solution", -math.inf
         try:
             xm = XEngineModel(problem, ends=ends, relax_memory=full, limits=lim, seed=seed, threads=threads)
         except BuildTimeout as e:
-            stats["skipped"] = str(e)
+            stats["grid_skipped" if not full else "skipped"] = str(e)
             return "no_solution", -math.inf
         with xm:
             build_s = time.perf_counter() - t0

@@ -402,10 +402,11 @@ class XEngineModel:
         m = self.model
         return decode(self.problem, *self.arrays(lambda x: m.getSolVal(sol, x)), meta, self.ends)
 
-    def add_start(self, arrays) -> str:
+    def add_start(self, arrays, extra: dict | None = None) -> str:
         """A full start from staged arrays (FREE and U as the model defines
-        them), checked with ``checkSol``; else a partial one.  Returns
-        ``"full"``, ``"partial"`` or ``"none"``."""
+        them; ``extra``: values of further variables by name), checked with
+        ``checkSol``; else a partial one.  Returns ``"full"``, ``"partial"``
+        or ``"none"``."""
         Ra, Sa, Xa = arrays
         m = self.model
         val: dict = {}
@@ -424,6 +425,7 @@ class XEngineModel:
         by_name = {v.name: v for v in m.getVars()}
         for u, prev, const, terms in self._udefs:
             val[u.name] = const + (val[prev.name] if prev is not None else 0.0) + sum(c * get(x) for c, x in terms)
+        val.update(extra or {})
         sol = m.createSol()
         for name, x in val.items():
             m.setSolVal(sol, by_name[name], x)
