@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import pytest
 from test_exact_checkmate import tiny_problems  # noqa: E402  (tests/ is on sys.path)
+from test_hetero_makespan import tiny  # noqa: E402
 
 from hybrid_remat.exact._scip import (
     MemoryScale,
@@ -25,7 +26,7 @@ from hybrid_remat.graph import Graph
 from hybrid_remat.hetero.brute import brute_force
 from hybrid_remat.hetero.xengine import XEngineMILP
 from hybrid_remat.limits import Limits
-from hybrid_remat.problem import Device, Link, Problem
+from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
 NODES = 20_000
@@ -150,23 +151,11 @@ def test_the_issue_example_at_1e9_seconds():
         assert cm.objscale.scale == pytest.approx(1e-9)  # model coefficients are 1, not 1e-9
 
 
-def _two_device(rng, scale):
-    n = int(rng.integers(2, 6))
-    edges = [(i, j) for i in range(n) for j in range(i + 1, n) if j == i + 1 or rng.random() < 0.3]
-    g = Graph.from_arrays(rng.integers(1, 4, n), edges, {"gpu": rng.integers(1, 10, n) * scale,
-                                                         "cpu": rng.integers(1, 10, n) * scale})
-    need = int(max(g.bytes[v] + g.bytes[g.preds(v)].sum() for v in range(n)))
-    return Problem(g, [Device("gpu", "gpu", need + int(rng.integers(0, 3))),
-                       Device("cpu", "cpu", need + int(rng.integers(0, 3)))],
-                   [Link("gpu", "cpu", 1.0 / scale, float(rng.integers(0, 3)) * scale),
-                    Link("cpu", "gpu", 2.0 / scale, float(rng.integers(0, 3)) * scale)])
-
-
 @pytest.mark.parametrize("scale", SCALES)
 def test_xengine_bounds_hold_at_every_cost_scale(scale):
     rng = np.random.default_rng(7)
     for _ in range(8):
-        p = _two_device(rng, scale)
+        p = tiny(rng, scale, n_hi=6, objective="serial")
         bt, _ = brute_force(p, frontier=True)
         res = XEngineMILP().solve(p, node_limit=NODES)
         assert res.status == "optimal" and simulate(p, res.plan).valid

@@ -114,8 +114,10 @@ def brute(p):
     return best[0], best[1]
 
 
-def tiny(rng, scale=1.0):
-    n = int(rng.integers(2, 4))
+def tiny(rng, scale=1.0, n_hi=4, objective="makespan"):
+    """A random CPU+GPU problem of 2 to ``n_hi - 1`` nodes, costs and link
+    times multiplied by ``scale``."""
+    n = int(rng.integers(2, n_hi))
     edges = [(i, j) for i in range(n) for j in range(i + 1, n) if j == i + 1 or rng.random() < 0.4]
     g = Graph.from_arrays(rng.integers(1, 3, n), edges, {"gpu": rng.integers(1, 6, n) * scale,
                                                          "cpu": rng.integers(2, 12, n) * scale})

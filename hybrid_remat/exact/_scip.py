@@ -82,7 +82,7 @@ from ..errors import SolverError
 __all__ = [
     "STATUS_MAP", "LIMIT_STATUSES", "status_of", "new_model", "scip_model", "set_limits", "apply_params", "DEFAULT_PARAMS",
     "run", "RunResult", "trusted_dual", "ObjectiveScale", "MemoryScale", "check_bound", "PushHeuristic",
-    "BOUND_RTOL", "INFINITY",
+    "BOUND_RTOL", "INFINITY", "OwnsModel", "BuildTimeout",
 ]
 
 #: SCIP_STAGE_SOLVING (a model stopped at a limit; ``optimize()`` resumes it)
@@ -213,6 +213,32 @@ def apply_params(model, params: dict) -> None:
             setters[k](getattr(SCIP_PARAMSETTING, str(v).upper()))
         else:
             model.setParam(k, v)
+
+
+class BuildTimeout(SolverError):
+    """Model construction did not finish before the deadline (or the stop flag was set)."""
+
+
+class OwnsModel:
+    """Base of the objects that build and own a SCIP model (``self.model``):
+    ``free()`` releases it (idempotent) and the object is a context
+    manager that frees it on exit."""
+
+    model = None
+
+    def free(self) -> None:
+        """Release the SCIP model."""
+        if getattr(self, "model", None) is not None:
+            try:
+                self.model.free()
+            finally:
+                self.model = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
 
 
 # ------------------------------------------------------------------ scaling

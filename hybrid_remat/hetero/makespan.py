@@ -50,9 +50,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..core.staged import first_compute_order
 from ..exact._scip import DEFAULT_PARAMS, ObjectiveScale, apply_params, check_bound, run
-from ..exact.reorder import plan_to_original, plan_to_relabelled, relabel
+from ..exact.reorder import InOrder
 from ..interfaces import Formulation, FormulationResult
 from ..objective import MAKESPAN
 from ..problem import Problem
@@ -278,21 +277,12 @@ class XEngineMakespan(Formulation):
         if incumbent is None:
             incumbent = self._heuristic_start(problem)
             stats["start_from"] = "hetero_heft (makespan)" if incumbent is not None else "none"
-        order = None
-        if incumbent is not None and stage_arrays(problem, incumbent) is None:
-            fo = first_compute_order(incumbent, problem.graph.n)
-            if fo is not None and not np.array_equal(fo, np.arange(problem.graph.n)):
-                order = fo
-        target, inc, cb = problem, incumbent, on_incumbent
-        if order is not None:
-            target, order = relabel(problem, order)
-            inc = plan_to_relabelled(incumbent, order)
-            if on_incumbent is not None:
-                cb = lambda plan, src: on_incumbent(plan_to_original(plan, order), src)  # noqa: E731
+        io = InOrder(problem, incumbent, on_incumbent,
+                     follow=incumbent is not None and stage_arrays(problem, incumbent) is None)
+        if io.order is not None:
             stats["frontier"] = "incumbent order"
-        res = self._solve(target, inc, lim, seed, threads, cb, on_bound, stats)
-        if order is not None and res.plan is not None:
-            res.plan = plan_to_original(res.plan, order)
+        res = self._solve(io.problem, io.plan, lim, seed, threads, io.on_incumbent, on_bound, stats)
+        res.plan = io.back(res.plan)
         return res
 
     @staticmethod

@@ -11,12 +11,10 @@ unit, copy costs, coarse grids and windows cut for a given plan.
 Examples
 --------
 >>> from hybrid_remat.generators import chain
->>> from hybrid_remat.plan import keep_all_plan
 >>> from hybrid_remat.problem import Problem
 >>> p = Problem.single(chain(4, bytes=1), "100%")
->>> R, S, X = stage_arrays(p, keep_all_plan(p.graph, "cost"))
->>> R[0].sum(), decode(p, R, S, X).n_computes()
-(np.int64(4), 4)
+>>> model_size(p)["variables"] > model_size(p, ends=[1, 3])["variables"]
+True
 """
 
 from __future__ import annotations

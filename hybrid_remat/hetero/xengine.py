@@ -52,10 +52,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..core.staged import encode, first_compute_order
+from ..core.staged import encode
 from ..errors import SolverError
 from ..exact._scip import DEFAULT_PARAMS, apply_params, check_bound, run
-from ..exact.reorder import plan_to_original, plan_to_relabelled, relabel
+from ..exact.reorder import InOrder
 from ..interfaces import Formulation, FormulationResult
 from ..plan import Plan
 from ..problem import Problem
@@ -171,27 +171,11 @@ class XEngineMILP(Formulation):
             lim = replace(lim, stop=threading.Event())
         if incumbent is not None and not simulate(problem, incumbent).valid:
             incumbent = None
-        order = None
-        if frontier == "auto" and incumbent is not None and stage_arrays(problem, incumbent) is None:
-            fo = first_compute_order(incumbent, problem.graph.n)
-            if fo is not None and not np.array_equal(fo, np.arange(problem.graph.n)):
-                order = fo
-        target, inc_t, cb = problem, incumbent, on_incumbent
-        if order is not None:
-            target, order = relabel(problem, order)
-            inc_t = plan_to_relabelled(incumbent, order)
-            if on_incumbent is not None:
-                cb = lambda plan, src: on_incumbent(plan_to_original(plan, order), src)  # noqa: E731
-        res = self._solve(target, inc_t, lim, seed, threads, cb, on_bound)
-        if order is not None and res.plan is not None and res.plan is not inc_t:
-            res.plan = plan_to_original(res.plan, order)
-            r = simulate(problem, res.plan)
-            if not r.valid:  # pragma: no cover - relabelling preserves validity
-                raise SolverError(f"relabelled plan is invalid: {r.error}")
-            res.objective = r.total_time
-        elif res.plan is inc_t:
-            res.plan = incumbent
-        res.stats["frontier"] = "reference" if order is None else "incumbent order"
+        io = InOrder(problem, incumbent, on_incumbent,
+                     follow=frontier == "auto" and incumbent is not None and stage_arrays(problem, incumbent) is None)
+        res = self._solve(io.problem, io.plan, lim, seed, threads, io.on_incumbent, on_bound)
+        res.plan = incumbent if res.plan is io.plan else io.back(res.plan)
+        res.stats["frontier"] = "reference" if io.order is None else "incumbent order"
         return res
 
     # ------------------------------------------------------------------ policy

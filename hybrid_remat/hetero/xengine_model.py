@@ -47,17 +47,13 @@ import numpy as np
 
 from ..core.staged import decode
 from ..errors import SolverError
-from ..exact._scip import ObjectiveScale, new_model
+from ..exact._scip import BuildTimeout, ObjectiveScale, OwnsModel, new_model
 from .staging import copy_costs, memory_scale
 
 __all__ = ["XEngineModel", "BuildTimeout"]
 
 
-class BuildTimeout(SolverError):
-    """Model construction did not finish before the deadline."""
-
-
-class XEngineModel:
+class XEngineModel(OwnsModel):
     """A built XEngine model (module docstring).
 
     Parameters
@@ -442,19 +438,3 @@ class XEngineModel:
             m.setSolVal(ps, x, float(Xa[key]))
         m.addSol(ps)
         return "partial"
-
-    # ---------------------------------------------------------- lifecycle
-    def free(self) -> None:
-        """Release the SCIP model."""
-        if getattr(self, "model", None) is not None:
-            try:
-                self.model.free()
-            finally:
-                self.model = None
-
-    def __enter__(self) -> XEngineModel:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.free()
-

@@ -16,10 +16,9 @@ Examples
 --------
 >>> from hybrid_remat.generators import chain
 >>> from hybrid_remat.problem import Problem
->>> p = Problem.single(chain(5, bytes=1), 3)
->>> r = CheckmateFormulation().solve(p, node_limit=1000)
->>> r.status, r.objective
-('optimal', 5.0)
+>>> r = CheckmateFormulation(stage_size=1).solve(Problem.single(chain(4, bytes=2), 4), node_limit=1000)
+>>> r.status, r.objective, CheckmateFormulation.bound_scope
+('optimal', 4.0, 'staged')
 """
 
 from ...core.staged import solve_r_opt, stage_starts, staged_rs

@@ -189,29 +189,19 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
         return CheckmatePolicy.predict_seconds(self, problem)
 
     # ------------------------------------------------------------------ phases
-    def _in_order(self, problem, order_of, start, on_incumbent, pstats, solve_fn) -> FormulationResult:
+    @staticmethod
+    def _in_order(problem, order_of, start, on_incumbent, pstats, solve_fn) -> FormulationResult:
         """Run ``solve_fn(problem, start, on_incumbent, stats)`` on the problem
         relabelled along ``order_of``'s first computations (when given and
         not the identity), mapping plans back."""
-        from ..reorder import plan_to_original, plan_to_relabelled, relabel
+        from ..reorder import InOrder, plan_to_relabelled
 
-        order = None
-        if order_of is not None:
-            order = first_compute_order(order_of, problem.graph.n)
-            if order is not None and np.array_equal(order, np.arange(problem.graph.n)):
-                order = None
-        if order is None:
-            return solve_fn(problem, start, on_incumbent, pstats)
-        rproblem, order = relabel(problem, order)
-        pstats["relabelled"] = True
-
-        def cb(plan, source=None, _order=order):
-            if on_incumbent is not None:
-                on_incumbent(plan_to_original(plan, _order), source)
-
-        fr = solve_fn(rproblem, None if start is None else plan_to_relabelled(start, order), cb, pstats)
-        if fr.plan is not None:
-            fr.plan = plan_to_original(fr.plan, order)
+        io = InOrder(problem, order_of, on_incumbent)
+        if io.order is not None:
+            pstats["relabelled"] = True
+            start = None if start is None else plan_to_relabelled(start, io.order)
+        fr = solve_fn(io.problem, start, io.on_incumbent, pstats)
+        fr.plan = io.back(fr.plan)
         return fr
 
     def _rins_phase(self, problem, best_plan, lim, seed, on_incumbent, stats):

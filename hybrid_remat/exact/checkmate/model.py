@@ -50,14 +50,10 @@ import numpy as np
 from ...core.staged import sinks as _sinks
 from ...core.staged import stage_starts
 from ...errors import SolverError
-from .._scip import MemoryScale, ObjectiveScale, new_model
+from .._scip import BuildTimeout, MemoryScale, ObjectiveScale, OwnsModel, new_model
 from .encoding import StagedEncoding
 
 __all__ = ["CheckmateModel", "build_checkmate_model", "estimate_size", "BuildTimeout"]
-
-
-class BuildTimeout(SolverError):
-    """Model construction did not finish before the deadline."""
 
 
 def estimate_size(graph, starts, recompute_cap: int | None = None) -> dict:
@@ -88,7 +84,7 @@ def _const(x) -> bool:
     return isinstance(x, (int, float))
 
 
-class CheckmateModel(StagedEncoding):
+class CheckmateModel(StagedEncoding, OwnsModel):
     """A built staged Checkmate model (see the module docstring).
 
     Parameters
@@ -408,20 +404,6 @@ class CheckmateModel(StagedEncoding):
     def model_value(self, total_time: float) -> float:
         """Total compute time -> model objective."""
         return self.objscale.model(total_time)
-
-    def free(self) -> None:
-        """Release the SCIP model."""
-        if getattr(self, "model", None) is not None:
-            try:
-                self.model.free()
-            finally:
-                self.model = None
-
-    def __enter__(self) -> CheckmateModel:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.free()
 
 
 def build_checkmate_model(problem, **kwargs) -> CheckmateModel:
