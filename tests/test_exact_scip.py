@@ -162,3 +162,39 @@ def test_xengine_bounds_hold_at_every_cost_scale(scale):
         assert res.objective == pytest.approx(bt, rel=1e-9)
         assert bt * (1 - 1e-5) <= res.stats["staged_lower_bound"] <= bt * (1 + 1e-12)
         assert res.lower_bound <= bt * (1 + 1e-12)
+
+
+_SIGINT_SCRIPT = r"""
+import os, signal, sys, threading, time
+from hybrid_remat.generators import random_layered
+from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
+from hybrid_remat.problem import Problem
+from hybrid_remat.exact.checkmate import CheckmateFormulation
+g = random_layered(60, seed=1)
+p = Problem.single(g, (min_feasible_budget(g) + keep_all_peak(g)) // 2)
+found = []
+threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+t0 = time.perf_counter()
+try:
+    CheckmateFormulation(stage_size=1).solve(p, on_incumbent=lambda plan, src: found.append(plan))
+except KeyboardInterrupt:
+    print("interrupted after %.1f s, %d plans" % (time.perf_counter() - t0, len(found)))
+    sys.exit(0)
+print("not interrupted")
+sys.exit(1)
+"""
+
+
+def test_ctrl_c_during_a_solve_is_passed_on_after_the_plans():
+    """A SIGINT during a SCIP solve without any limit (SCIP catches it:
+    ``misc/catchctrlc``) ends the solve and reaches the caller as
+    KeyboardInterrupt (run in a subprocess; without the interrupt the solve
+    would not end)."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", _SIGINT_SCRIPT], capture_output=True, text=True, timeout=120,
+                         cwd=root, env={**os.environ, "PYTHONPATH": root})
+    assert out.returncode == 0 and "interrupted" in out.stdout, out.stdout + out.stderr
