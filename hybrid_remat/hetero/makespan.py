@@ -174,7 +174,10 @@ class MakespanModel(XEngineModel):
             return v
 
         prev = {}
+        limits = kwargs.get("limits")
         for t, k in slots:
+            if k == 0 and limits is not None and limits.expired():
+                raise BuildTimeout(f"model construction passed the deadline (timing, stage {t})")
             for d in range(D):
                 if not can[d]:
                     continue

@@ -199,11 +199,16 @@ class XEngineMILP(Formulation):
             return r
 
         status, staged_lb = "no_solution", -math.inf
-        if size["variables"] <= self.max_variables:
+        full_fits = size["variables"] <= self.max_variables
+        if full_fits:
             stats["grid"] = "per node"
             status, staged_lb = self.solve_grid(problem, None, incumbent, lim, seed, threads, offer, on_bound,
                                                 stats, full=True)
-        else:
+            if "skipped" in stats:  # not in the time left: the smaller models below
+                stats["per_node_skipped"] = stats.pop("skipped")
+                del stats["grid"]
+                full_fits = False
+        if not full_fits:
             ends = coarse_ends(problem, incumbent, self.max_variables, limits=lim) \
                 if self.coarse and incumbent is not None else None
             if ends is not None:
@@ -215,8 +220,9 @@ class XEngineMILP(Formulation):
                 stats["grid"] = (stats.get("grid", "") + " + windows").lstrip(" +")
                 self.solve_windows(problem, best["plan"], lim, seed, threads, offer, stats)
             if "grid" not in stats:
-                reason = (f"model too large: about {size['variables']} variables (limit {self.max_variables}), "
-                          + ("no coarse grid for the incumbent" if incumbent is not None else "no incumbent"))
+                reason = (stats.get("per_node_skipped") or
+                          f"model too large: about {size['variables']} variables (limit {self.max_variables})") + \
+                    (", no coarse grid for the incumbent" if incumbent is not None else ", no incumbent")
                 stats["reason"] = stats["skipped"] = reason
                 return FormulationResult("no_solution", best["plan"], best["time"], trivial, stats)
         stats["staged_lower_bound"] = staged_lb
