@@ -111,6 +111,23 @@ def test_memory_scale_of_huge_byte_counts_is_conservative_or_relaxed():
     assert not up.exact and down.relaxed and (down.sizes * down.unit <= sizes).all()
 
 
+def _issue_example(scale: float) -> Problem:
+    """Issue 12.3's instance: the best plan takes 8 node costs, the best
+    staged plan of the reference order 10."""
+    g = Graph.from_arrays([3, 6, 5, 7, 10, 5, 10], [(0, 1), (0, 2), (1, 3), (1, 6), (2, 4), (2, 5), (3, 5), (5, 6)],
+                          {"cost": np.full(7, scale)})
+    return Problem.single(g, 21)
+
+
+@pytest.mark.xfail(strict=True, reason="the cut bound's small MILPs (exact/bounds.py, owner: blocks) must scale their "
+                                       "costs with _scip.ObjectiveScale and report ObjectiveScale.bound(dual)")
+def test_the_issue_example_cut_bound_at_1e9_seconds():
+    from hybrid_remat.exact.bounds import cut_lower_bound
+
+    p = _issue_example(1e-9)
+    assert cut_lower_bound(p).value <= brute_force_optimum(p) * (1 + 1e-9)
+
+
 def _scaled(p: Problem, s: float) -> Problem:
     g = p.graph
     g2 = Graph.from_arrays(g.bytes, g.edges().tolist(), {k: np.asarray(g.cost(k)) * s for k in g.cost_kinds})
@@ -138,11 +155,9 @@ def test_checkmate_and_lp_bounds_hold_at_every_cost_scale(scale):
 
 
 def test_the_issue_example_at_1e9_seconds():
-    """Issue 12.3's instance: every node costs 1 ns; the best plan takes
-    8 ns (brute force), the best staged plan of the reference order 10 ns."""
-    g = Graph.from_arrays([3, 6, 5, 7, 10, 5, 10], [(0, 1), (0, 2), (1, 3), (1, 6), (2, 4), (2, 5), (3, 5), (5, 6)],
-                          {"cost": np.full(7, 1e-9)})
-    p = Problem.single(g, 21)
+    """Issue 12.3's instance at 1 ns per node: 8 ns (brute force) over every
+    plan, 10 ns over the staged plans of the reference order."""
+    p = _issue_example(1e-9)
     assert brute_force_optimum(p) == pytest.approx(8e-9)
     r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, node_limit=NODES)
     assert r.objective == pytest.approx(brute_force_staged_optimum(p)) == pytest.approx(10e-9)
