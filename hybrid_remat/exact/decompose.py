@@ -53,9 +53,7 @@ Examples
 from __future__ import annotations
 
 import math
-import threading
 import time
-from dataclasses import replace
 
 import networkx as nx
 import numpy as np
@@ -293,13 +291,12 @@ class DecomposedFormulation(Formulation):
 
     def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
               on_bound=None, time_limit: float | None = None, node_limit=None, stop=None) -> FormulationResult:
+        from ._scip import solve_limits
         from .local_search import drop_recomputations
         from .reorder import plan_to_original
 
         t0 = time.perf_counter()
-        lim = self.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
-        if lim.stop is None:
-            lim = replace(lim, stop=threading.Event())
+        lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
         stop = lim.stop
         stats: dict = {"formulation": self.name, "windows": 0, "improved": 0, "passes": 0}
         if not problem.is_single_device:

@@ -44,13 +44,11 @@ Examples
 from __future__ import annotations
 
 import math
-import threading
 import time
-from dataclasses import replace
 
 import numpy as np
 
-from ..exact._scip import DEFAULT_PARAMS, ObjectiveScale, apply_params, check_bound, run
+from ..exact._scip import DEFAULT_PARAMS, ObjectiveScale, apply_params, check_bound, run, solve_limits
 from ..exact.reorder import InOrder
 from ..interfaces import Formulation, FormulationResult
 from ..objective import MAKESPAN
@@ -271,9 +269,7 @@ class XEngineMakespan(Formulation):
 
     def solve(self, problem: Problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1,
               on_incumbent=None, on_bound=None, time_limit=None, node_limit=None, stop=None) -> FormulationResult:
-        lim = self.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
-        if lim.stop is None:
-            lim = replace(lim, stop=threading.Event())
+        lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
         stats: dict = {"formulation": self.name}
         if incumbent is not None and not simulate(problem, incumbent).valid:
             incumbent = None

@@ -48,13 +48,12 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 
 from ..core.staged import encode
 from ..errors import SolverError
-from ..exact._scip import DEFAULT_PARAMS, apply_params, check_bound, run
+from ..exact._scip import DEFAULT_PARAMS, apply_params, check_bound, run, solve_limits
 from ..exact.reorder import InOrder
 from ..interfaces import Formulation, FormulationResult
 from ..plan import Plan
@@ -166,9 +165,7 @@ class XEngineMILP(Formulation):
         """
         if frontier not in ("auto", "reference"):
             raise SolverError(f"unknown frontier {frontier!r}: use 'auto' or 'reference'")
-        lim = self.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
-        if lim.stop is None:
-            lim = replace(lim, stop=threading.Event())
+        lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
         if incumbent is not None and not simulate(problem, incumbent).valid:
             incumbent = None
         io = InOrder(problem, incumbent, on_incumbent,

@@ -67,11 +67,11 @@ Examples
 from .model import DEFAULT_PARAMS, BuildTimeout, OwnsModel, apply_params, new_model, scip_model, set_limits
 from .push import PushHeuristic
 from .scale import MemoryScale, ObjectiveScale, check_bound
-from .solve import RunResult, run
+from .solve import DEFAULT_SECONDS, RunResult, run, solve_limits
 from .status import BOUND_RTOL, INFINITY, LIMIT_STATUSES, STATUS_MAP, status_of, trusted_dual
 
 __all__ = [
     "STATUS_MAP", "LIMIT_STATUSES", "status_of", "new_model", "scip_model", "set_limits", "apply_params",
     "DEFAULT_PARAMS", "run", "RunResult", "trusted_dual", "ObjectiveScale", "MemoryScale", "check_bound",
-    "PushHeuristic", "BOUND_RTOL", "INFINITY", "OwnsModel", "BuildTimeout",
+    "PushHeuristic", "BOUND_RTOL", "INFINITY", "OwnsModel", "BuildTimeout", "solve_limits", "DEFAULT_SECONDS",
 ]

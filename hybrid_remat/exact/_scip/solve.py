@@ -16,7 +16,34 @@ from dataclasses import dataclass, field
 from .model import set_limits
 from .status import status_of, trusted_dual
 
-__all__ = ["run", "RunResult"]
+__all__ = ["run", "RunResult", "solve_limits", "DEFAULT_SECONDS"]
+
+#: the time limit of a formulation called with neither ``limits`` nor ``time_limit`` (the legacy default)
+DEFAULT_SECONDS = 60.0
+
+
+def solve_limits(limits=None, *, time_limit=None, node_limit=None, stop=None):
+    """The :class:`~hybrid_remat.limits.Limits` a formulation's ``solve``
+    works within: ``limits`` merged with the legacy keywords
+    (:meth:`~hybrid_remat.interfaces.Formulation.limits_of`),
+    :data:`DEFAULT_SECONDS` when neither ``limits`` nor ``time_limit`` is
+    given, and always a stop flag (a private one when the caller has none).
+
+    Examples
+    --------
+    >>> lim = solve_limits(node_limit=10)
+    >>> lim.nodes, 0 < lim.left() <= DEFAULT_SECONDS, lim.stop is not None
+    (10, True, True)
+    """
+    from dataclasses import replace
+
+    from ...interfaces import Formulation
+
+    if limits is None and time_limit is None:
+        time_limit = DEFAULT_SECONDS
+    lim = Formulation.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+    return lim if lim.stop is not None else replace(lim, stop=threading.Event())
+
 
 #: model -> [the current run's event callback]; one SCIP event handler per model, however often it is run
 _EVENT_HOLDERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -29,9 +29,7 @@ Examples
 from __future__ import annotations
 
 import math
-import threading
 import time
-from dataclasses import replace
 
 import numpy as np
 
@@ -39,7 +37,7 @@ from ...core.staged import first_compute_order, stage_starts
 from ...errors import PlanError
 from ...interfaces import Formulation, FormulationResult
 from ...simulate import simulate
-from .._scip import DEFAULT_PARAMS, PushHeuristic, apply_params, check_bound, run
+from .._scip import DEFAULT_PARAMS, PushHeuristic, apply_params, check_bound, run, solve_limits
 from .model import BuildTimeout, CheckmateModel, estimate_size
 from .policy import BUILD_RATE, DEFAULT_SECONDS, CheckmatePolicy
 
@@ -114,9 +112,7 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
         On one device serial time and makespan coincide (one stream, no
         copies), so both objectives are served.
         """
-        lim = self.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
-        if lim.stop is None:
-            lim = replace(lim, stop=threading.Event())
+        lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
         seconds = lim.left()
         seconds = None if not math.isfinite(seconds) else seconds
         stats: dict = {"formulation": self.name, "phases": []}
