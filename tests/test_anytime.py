@@ -12,8 +12,8 @@ from hybrid_remat.anytime import Result, anytime_solve, trivial_lower_bound
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.errors import HybridRematError
 from hybrid_remat.exact.brute import brute_force_optimum, brute_force_staged_optimum
+from hybrid_remat.exact.lp_rounding import LPRounding
 from hybrid_remat.generators import chain, random_layered, training_graph
-from hybrid_remat.heuristics.lp_rounding import LPRounding
 from hybrid_remat.interfaces import Formulation, FormulationResult, Heuristic
 from hybrid_remat.plan import keep_all_plan
 from hybrid_remat.problem import Problem

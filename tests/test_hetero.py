@@ -297,7 +297,7 @@ def test_oversized_model_is_refused_with_a_reason():
     p = two_dev(g, 4, 100)
     assert model_size(p)["variables"] > 1000
     plan = HeftScheduler().run(p)
-    res = XEngineMILP(max_variables=1000, coarse=False).solve(p, incumbent=plan)
+    res = XEngineMILP(max_variables=1000, coarse=False, windows=False).solve(p, incumbent=plan)
     assert res.status == "no_solution" and "too large" in res.stats["reason"]
     assert res.plan is plan
 
@@ -315,14 +315,32 @@ def test_coarse_grid_when_the_per_node_model_is_too_large():
     assert r.valid and r.total_time <= simulate(p, plan).total_time + 1e-12
 
 
+def _solve_on_grid(p, ends, node_limit=20000):
+    """The model on the stage grid ``ends`` alone: ``FormulationResult``-like (status, plan, objective)."""
+    from types import SimpleNamespace
+
+    from hybrid_remat.limits import Limits
+
+    best = {"plan": None, "obj": float("inf")}
+
+    def offer(plan, source):
+        r = simulate(p, plan)
+        if r.valid and r.total_time < best["obj"]:
+            best["plan"], best["obj"] = plan, r.total_time
+        return r
+
+    status, _ = XEngineMILP().solve_grid(p, ends, None, Limits(nodes=node_limit), 0, 1, offer, None, {}, full=False)
+    return SimpleNamespace(status=status, plan=best["plan"], objective=best["obj"])
+
+
 def test_coarse_model_on_tiny_graphs_is_exact_for_its_grid():
     rng = np.random.default_rng(9)
     for _ in range(10):
         p = random_problem(rng, 3, 6)
         n = p.graph.n
-        fine = XEngineMILP()._solve(p, None, 60, 20000, 0, 1, None, None, None)
+        fine = XEngineMILP().solve(p, node_limit=20000, frontier="reference")
         ends = np.array(sorted(set(rng.choice(n - 1, size=min(2, n - 1), replace=False).tolist()) | {n - 1}))
-        coarse = XEngineMILP()._solve(p, None, 60, 20000, 0, 1, None, None, None, ends)
+        coarse = _solve_on_grid(p, ends)
         assert coarse.status == "optimal" and fine.status == "optimal"
         r = simulate(p, coarse.plan)
         assert r.valid and r.total_time == pytest.approx(coarse.objective)
@@ -401,3 +419,68 @@ def test_milp_stages_in_the_incumbents_order_when_it_is_not_staged():
     ref = XEngineMILP().solve(p, node_limit=5000, frontier="reference")
     assert ref.stats["frontier"] == "reference"
     assert simulate(p, ref.plan).valid
+
+
+# ------------------------------------------------------------ windows
+def test_window_models_are_neighbourhoods_of_their_plan():
+    """A window keeps the plan outside its stages x nodes: the plan is a full
+    start; its optimum lies between the full model's and the plan's; with
+    every stage and node free it is the full model."""
+    from hybrid_remat.exact._scip import run
+    from hybrid_remat.hetero.xengine import staged_base
+    from hybrid_remat.hetero.xengine_model import XEngineModel
+    from hybrid_remat.limits import Limits
+
+    rng = np.random.default_rng(31)
+    checked = 0
+    for _ in range(12):
+        p = random_problem(rng, 4, 7, slack=2)
+        plan = HeftScheduler().run(p)
+        base = staged_base(p, plan) if plan is not None else None
+        if base is None:
+            continue
+        R, S, X, cur = base
+        cur_t = simulate(p, cur).total_time
+        n = p.graph.n
+        opt, _ = brute_force(p, frontier=True)
+        for a, b, back in ((0, n, n), (1, min(n, 3), 1), (n - 2, n, 0)):
+            fs, fn = np.zeros(n, bool), np.zeros(n, bool)
+            fs[a:b] = True
+            fn[max(0, a - back):b] = True
+            with XEngineModel(p, fix=(R, S, X, fs, fn)) as xm:
+                assert xm.add_start((R, S, X)) == "full"
+                res = run(xm.model, limits=Limits(nodes=20000))
+                assert res.status == "optimal"
+                plan_w = xm.decode(xm.model.getBestSol())
+                r = simulate(p, plan_w)
+                assert r.valid and r.total_time == pytest.approx(xm.objscale.real(xm.model.getObjVal()))
+                assert opt - 1e-9 <= r.total_time <= cur_t + 1e-9
+                if (a, b, back) == (0, n, n):
+                    assert r.total_time == pytest.approx(opt)
+        checked += 1
+    assert checked >= 5
+
+
+def test_windows_improve_large_problems_and_stay_valid():
+    """Past ``max_variables`` the incumbent is improved window by window
+    (random layered graphs, GPU at half the keep-all peak, a slower CPU)."""
+    from hybrid_remat.generators import random_layered
+
+    improved = 0
+    for seed in range(2):
+        g = random_layered(40, seed=seed)
+        c = np.asarray(g.cost("cost"), float)
+        g = g.with_costs({"gpu": c, "cpu": 3 * c})
+        peak, bw = keep_all_peak(g), float(g.bytes.mean())
+        p = Problem(g, [Device("gpu", "gpu", max(int(node_need_bytes(g).max()), peak // 2)),
+                        Device("cpu", "cpu", 10 * peak)], [Link("gpu", "cpu", bw), Link("cpu", "gpu", bw)])
+        plan = HeftScheduler().run(p)
+        assert model_size(p)["variables"] > 1000
+        res = XEngineMILP(max_variables=1000, coarse=False, window_variables=600).solve(p, incumbent=plan,
+                                                                                       node_limit=500)
+        assert "windows" in res.stats["grid"] and res.stats["windows"]["solved"] > 0
+        r = simulate(p, res.plan)
+        assert r.valid and r.total_time == pytest.approx(res.objective)
+        assert r.total_time <= simulate(p, plan).total_time + 1e-12
+        improved += r.total_time < simulate(p, plan).total_time - 1e-9
+    assert improved  # seed 1: a window finds a cheaper plan

@@ -17,7 +17,7 @@ def hybrid_remat_register_formulations():
 
 @hookimpl
 def hybrid_remat_register_heuristics():
-    from ..heuristics.lp_rounding import LPRounding
+    from ..exact.lp_rounding import LPRounding
 
     return [LPRounding()]
 

@@ -22,7 +22,8 @@ def hybrid_remat_register_improvers():
 
 @hookimpl
 def hybrid_remat_register_formulations():
+    from ..hetero.makespan import XEngineMakespan
     from ..hetero.paging import PagingMILP
     from ..hetero.xengine import XEngineMILP
 
-    return [XEngineMILP(), PagingMILP()]
+    return [XEngineMILP(), PagingMILP(), XEngineMakespan()]

@@ -5,9 +5,11 @@
   recomputations and of unread computations.
 * :mod:`~hybrid_remat.core.reductions`: relabelled and sub-problems
   (apply -> solve -> invert).
+* :mod:`~hybrid_remat.core.staged`: the staged R/S/X encoding of Checkmate
+  and XEngine (encode, decode, staged_rs).
 
-Both :mod:`hybrid_remat.heuristics` and :mod:`hybrid_remat.exact` import
-from here; nothing here imports them.
+:mod:`hybrid_remat.heuristics`, :mod:`hybrid_remat.exact` and
+:mod:`hybrid_remat.hetero` import from here; nothing here imports them.
 """
 
 __all__: list[str] = []

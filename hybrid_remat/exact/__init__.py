@@ -1,9 +1,13 @@
 """Exact models and their helpers.
 
+* :mod:`._scip` -- the one SCIP layer (model set-up, run loop, status map,
+  trusted bounds, scaling, pushed plans); every SCIP model uses it.
 * :mod:`.checkmate` -- the staged Checkmate MILP on SCIP (block stages,
   triangularity by construction, exact or conservative memory units,
   Checkmate's tightening cuts, recomputation cap), its decoder, its MIP-start
   encoder and :class:`CheckmateFormulation` (registered as ``checkmate``).
+* :mod:`.lp_rounding` -- Checkmate's LP relaxation + rounding.
+* :mod:`.decompose` -- windows of the incumbent solved exactly.
 * :mod:`.brute` -- brute-force optima (all plans, or the staged class) for
   tiny graphs: the ground truth of the tests.
 * :mod:`.primal` -- ``staged_evict``, a staged greedy that gives the models

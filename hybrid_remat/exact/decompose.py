@@ -53,12 +53,12 @@ Examples
 from __future__ import annotations
 
 import math
-import threading
 import time
 
 import networkx as nx
 import numpy as np
 
+from ..core.staged import first_compute_order, staged_rs
 from ..errors import PlanError
 from ..interfaces import Formulation, FormulationResult
 from ..simulate import simulate
@@ -152,13 +152,15 @@ def segments(graph, order, segment_size: int) -> list[np.ndarray]:
     return [np.flatnonzero(owner == k) for k in range(len(groups)) if (owner == k).any()]
 
 
-def solve_window(problem, plan, free_nodes, *, deadline=None, node_limit=None, seed: int = 0, params=None):
+def solve_window(problem, plan, free_nodes, *, deadline=None, node_limit=None, seed: int = 0, params=None,
+                 limits=None):
     """Optimise the decisions of ``free_nodes`` exactly, the rest of ``plan`` fixed.
 
     ``problem`` must be in ``plan``'s order of first computations (see
     :func:`~hybrid_remat.exact.reorder.relabel`).  Returns ``(plan, stats)``:
     a valid plan never worse than ``plan`` (``plan`` itself when nothing
-    better was found or the window could not be built).
+    better was found or the window could not be built).  ``limits`` (or the
+    older ``deadline``/``node_limit``) bound building and solving.
 
     Examples
     --------
@@ -172,8 +174,12 @@ def solve_window(problem, plan, free_nodes, *, deadline=None, node_limit=None, s
     >>> simulate(p, better).total_time < simulate(p, start).total_time
     True
     """
-    from .checkmate import DEFAULT_PARAMS, BuildTimeout, CheckmateModel, apply_params, staged_rs
+    from ._scip import DEFAULT_PARAMS, apply_params, run
+    from .checkmate import BuildTimeout, CheckmateModel
 
+    lim = Formulation.limits_of(limits, node_limit=node_limit)
+    if deadline is not None:
+        lim = lim.share(max(0.0, deadline - time.perf_counter()))
     t0 = time.perf_counter()
     stats: dict = {"free": int(len(free_nodes))}
     base = simulate(problem, plan)
@@ -182,41 +188,33 @@ def solve_window(problem, plan, free_nodes, *, deadline=None, node_limit=None, s
     n = problem.graph.n
     free = np.zeros(n, dtype=bool)
     free[np.asarray(free_nodes, dtype=np.int64)] = True
-    cm = None
     try:
-        try:
-            R0, S0 = staged_rs(problem.graph, plan, np.arange(n + 1, dtype=np.int64))
-        except PlanError as e:
-            stats["skipped"] = f"incumbent has no staged form: {e}"
-            return plan, stats
-        try:
-            cm = CheckmateModel(problem, fix=(R0, S0, free), deadline=deadline)
-        except BuildTimeout as e:
-            stats["skipped"] = str(e)
-            return plan, stats
-        stats.update(vars=cm.n_vars, rows=cm.n_rows, build_s=round(time.perf_counter() - t0, 3))
-        kind, why = cm.add_start(plan)
-        stats["start"] = kind
-        if kind == "none":
-            stats["start_note"] = why
-        m = cm.model
-        m.setParam("randomization/randomseedshift", int(seed) % 2**31)
-        m.setParam("lp/threads", 1)
-        m.setParam("parallel/maxnthreads", 1)
-        apply_params(m, params if params is not None else DEFAULT_PARAMS)
-        if node_limit is not None:
-            m.setParam("limits/nodes", int(node_limit))
-        if deadline is not None:
-            left = deadline - time.perf_counter()
-            if left <= 0.05:
+        R0, S0 = staged_rs(problem.graph, plan, np.arange(n + 1, dtype=np.int64))
+    except PlanError as e:
+        stats["skipped"] = f"incumbent has no staged form: {e}"
+        return plan, stats
+    try:
+        cm = CheckmateModel(problem, fix=(R0, S0, free), limits=lim, seed=seed, name="checkmate_window")
+    except BuildTimeout as e:
+        stats["skipped"] = str(e)
+        return plan, stats
+    try:
+        with cm:
+            stats.update(vars=cm.n_vars, rows=cm.n_rows, build_s=round(time.perf_counter() - t0, 3))
+            kind, why = cm.add_start(plan)
+            stats["start"] = kind
+            if kind == "none":
+                stats["start_note"] = why
+            apply_params(cm.model, params if params is not None else DEFAULT_PARAMS)
+            if lim.left() <= 0.05:
                 stats["skipped"] = "no time left after building"
                 return plan, stats
-            m.setParam("limits/time", left)
-        m.optimize()
-        stats["scip_status"] = m.getStatus()
-        if m.getNSols() == 0:
+            res = run(cm.model, limits=lim)
+            stats["scip_status"] = res.scip_status
+            cand = cm.decode(cm.model.getBestSol(), {"solver": "decomposed"}) if res.has_solution else None
+            res.reraise()
+        if cand is None:
             return plan, stats
-        cand = cm.decode(m.getBestSol(), {"solver": "decomposed"})
         sim = simulate(problem, cand)
         if sim.valid and sim.total_time < base.total_time - 1e-12 * max(1.0, base.total_time):
             stats["improved_by"] = base.total_time - sim.total_time
@@ -225,8 +223,6 @@ def solve_window(problem, plan, free_nodes, *, deadline=None, node_limit=None, s
             stats["decode_rejected"] = sim.error
         return plan, stats
     finally:
-        if cm is not None:
-            cm.free()
         stats["seconds"] = round(time.perf_counter() - t0, 3)
 
 
@@ -257,7 +253,8 @@ class DecomposedFormulation(Formulation):
     #: measured (benchmarks/decomposition.py): no better plan than the heuristics' on the Moccasin graphs, so
     #: anytime_solve runs it only when named (``formulations=["decomposed"]``, ``--formulation decomposed``)
     run_by_default = False
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "needs_incumbent"})
+    capabilities = frozenset({"dag", "chain", "single_device", "serial", "makespan", "needs_budget",
+                              "needs_incumbent", "honours_limits"})
 
     def __init__(self, segment_size="auto", *, min_nodes: int = 150, max_passes: int = 50,
                  window_items: float = 120_000, max_window_s: float = 10.0, max_widen: int = 4,
@@ -284,14 +281,23 @@ class DecomposedFormulation(Formulation):
         n = problem.graph.n
         return int(max(8, min(n, self.window_items / (8 * max(1, n)))))
 
-    def solve(self, problem, *, incumbent=None, time_limit: float = 60.0, node_limit=None, seed: int = 0,
-              threads: int = 1, on_incumbent=None, on_bound=None, stop=None) -> FormulationResult:
+    def predict_seconds(self, problem) -> float:
+        """Seconds to build the first window model (pyscipopt builds about
+        40k variables + rows per second)."""
+        from .checkmate import BUILD_RATE
+
+        size = self.auto_size(problem) if self.segment_size == "auto" else int(self.segment_size)
+        return 8.0 * size * problem.graph.n / BUILD_RATE
+
+    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
+              on_bound=None, time_limit: float | None = None, node_limit=None, stop=None) -> FormulationResult:
+        from ._scip import solve_limits
         from .local_search import drop_recomputations
         from .reorder import plan_to_original
 
         t0 = time.perf_counter()
-        deadline = t0 + float(time_limit) if time_limit is not None else None
-        stop = stop or threading.Event()
+        lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+        stop = lim.stop
         stats: dict = {"formulation": self.name, "windows": 0, "improved": 0, "passes": 0}
         if not problem.is_single_device:
             return FormulationResult("error", stats={**stats, "error": "decomposed handles one device only"})
@@ -314,7 +320,7 @@ class DecomposedFormulation(Formulation):
         stats["segment_size"] = size
 
         def time_left():
-            return math.inf if deadline is None else deadline - time.perf_counter()
+            return lim.deadline - time.perf_counter() if math.isfinite(lim.deadline) else math.inf
 
         def offer(plan_r, source_note):
             nonlocal best, best_obj
@@ -358,8 +364,7 @@ class DecomposedFormulation(Formulation):
                     all_optimal = False
                     break
                 share = min(left / (len(segs) - k), self.max_window_s)
-                cand, wst = solve_window(rproblem, cur, sg, deadline=time.perf_counter() + share,
-                                         node_limit=node_limit, seed=seed, params=self.params)
+                cand, wst = solve_window(rproblem, cur, sg, limits=lim.share(share), seed=seed, params=self.params)
                 stats["windows"] += 1
                 all_optimal &= wst.get("scip_status") == "optimal"
                 stats.setdefault("window_stats", []).append(
@@ -433,12 +438,12 @@ class DecomposedFormulation(Formulation):
 
 def _as_staged(problem, plan):
     """``plan``'s staged re-decode when it is valid in bytes and no costlier, else ``None``."""
-    from ..plan import plan_from_rs, rs_from_plan
+    from ..core.staged import plan_from_staged
 
     try:
-        R, S = rs_from_plan(problem.graph, plan)
-        staged = plan_from_rs(problem.graph, R, S, problem.primary.name, dict(plan.meta))
-    except (PlanError, IndexError):
+        R, S = staged_rs(problem.graph, plan, np.arange(problem.graph.n + 1, dtype=np.int64))
+        staged = plan_from_staged(problem.graph, R, S, problem.primary.name, dict(plan.meta))
+    except PlanError:
         return None
     sim, orig = simulate(problem, staged), simulate(problem, plan)
     if not sim.valid or sim.total_time > orig.total_time + 1e-9 * max(1.0, orig.total_time):
@@ -447,7 +452,7 @@ def _as_staged(problem, plan):
 
 
 def _staged_relabelled(problem, plan):
-    from .reorder import first_compute_order, plan_to_relabelled, relabel
+    from .reorder import plan_to_relabelled, relabel
 
     if not simulate(problem, plan).valid:
         return None

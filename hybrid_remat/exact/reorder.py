@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.staged import first_compute_order
 from ..errors import PlanError
 from ..graph import Graph
-from ..plan import OP_COMPUTE, Plan
+from ..plan import Plan
 from ..problem import Problem
 
-__all__ = ["relabel", "plan_to_original", "plan_to_relabelled", "first_compute_order", "memory_greedy_order"]
+__all__ = ["relabel", "plan_to_original", "plan_to_relabelled", "first_compute_order", "memory_greedy_order",
+           "InOrder"]
 
 
 def relabel(problem: Problem, order) -> tuple[Problem, np.ndarray]:
@@ -73,16 +75,41 @@ def plan_to_relabelled(plan: Plan, order) -> Plan:
     return Plan(plan.op, pos[plan.node], plan.device, plan.target, plan.devices, plan.meta)
 
 
-def first_compute_order(plan: Plan, n: int) -> np.ndarray | None:
-    """Nodes in the order the plan first computes them (``None`` if some
-    node is never computed)."""
-    seen = np.zeros(n, dtype=bool)
-    out = []
-    for o, v in zip(plan.op.tolist(), plan.node.tolist(), strict=True):
-        if o == OP_COMPUTE and not seen[v]:
-            seen[v] = True
-            out.append(v)
-    return np.array(out, dtype=np.int64) if len(out) == n else None
+class InOrder:
+    """``problem`` relabelled along ``plan``'s order of first computations,
+    with the plan, an ``on_incumbent`` callback and :meth:`back` mapping
+    plans to the original numbering.  The identity (``order`` is ``None``)
+    when ``plan`` is ``None``, already in index order, does not compute every
+    node, or ``follow`` is false.
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> from hybrid_remat.plan import keep_all_plan
+    >>> p = Problem.single(chain(3, bytes=1), "100%")
+    >>> io = InOrder(p, keep_all_plan(p.graph, "cost"))
+    >>> io.order is None and io.problem is p
+    True
+    """
+
+    def __init__(self, problem: Problem, plan: Plan | None, on_incumbent=None, follow: bool = True):
+        self.order = None
+        fo = first_compute_order(plan, problem.graph.n) if plan is not None and follow else None
+        if fo is not None and not np.array_equal(fo, np.arange(problem.graph.n)):
+            self.order = fo
+        if self.order is None:
+            self.problem, self.plan, self.on_incumbent = problem, plan, on_incumbent
+            return
+        self.problem, self.order = relabel(problem, self.order)
+        self.plan = plan_to_relabelled(plan, self.order)
+        self.on_incumbent = None
+        if on_incumbent is not None:
+            order = self.order
+            self.on_incumbent = lambda p, source=None: on_incumbent(plan_to_original(p, order), source)
+
+    def back(self, plan: Plan | None) -> Plan | None:
+        """A plan of the relabelled problem in the original numbering."""
+        return plan if plan is None or self.order is None else plan_to_original(plan, self.order)
 
 
 def memory_greedy_order(graph) -> np.ndarray:

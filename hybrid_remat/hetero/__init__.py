@@ -5,8 +5,10 @@
 * :mod:`~hybrid_remat.hetero.heft_state` the kernel's records (graph, devices, variant, state)
 * :mod:`~hybrid_remat.hetero.insertion` HEFT's insertion as the improver ``insertion`` (makespan)
 * :mod:`~hybrid_remat.hetero.lift`    single-device plans lifted with host offload
-* :mod:`~hybrid_remat.hetero.xengine` XEngine's staged MILP with transfer variables (SCIP)
-* :mod:`~hybrid_remat.hetero.staging` stage grids: plans <-> staged arrays, memory accounting, coarse grids
+* :mod:`~hybrid_remat.hetero.xengine` XEngine's staged MILP with transfer variables (SCIP), at every size
+* :mod:`~hybrid_remat.hetero.xengine_model` building that model, whole or as a window of a plan
+* :mod:`~hybrid_remat.hetero.makespan` the same model with the simulator's timing: exact makespan (SCIP)
+* :mod:`~hybrid_remat.hetero.staging` stage grids: model sizes, memory units, copy costs, coarse grids
 * :mod:`~hybrid_remat.hetero.paging`  POET-style paging (storage-only host)
 * :mod:`~hybrid_remat.hetero.brute`   exhaustive search for tiny problems (tests)
 """

@@ -41,11 +41,15 @@ class PagingMILP(Formulation):
     :func:`paging_problem` (POET's remat + paging model, serial time)."""
 
     name = "hetero_paging"
-    version = "1"
-    capabilities = frozenset({"dag", "chain", "multi_device", "exact"})
+    version = "2"
+    capabilities = frozenset({"dag", "chain", "multi_device", "serial", "exact", "honours_limits"})
 
     def __init__(self, max_variables: int = MAX_VARIABLES):
         self.inner = XEngineMILP(max_variables)
+
+    def predict_seconds(self, problem: Problem) -> float:
+        """As the XEngine model's (same size)."""
+        return self.inner.predict_seconds(problem)
 
     def solve(self, problem: Problem, *, incumbent=None, **kw) -> FormulationResult:
         try:
@@ -60,6 +64,7 @@ class PagingMILP(Formulation):
             ok = bool(prim) and all(int(incumbent.device[k]) in prim
                                     for k in range(len(incumbent)) if incumbent.op[k] == 0)
             incumbent = incumbent if ok else None
+        kw.pop("on_bound", None)  # bounds of the paging restriction bound nothing of the full problem
         res = self.inner.solve(pp, incumbent=incumbent, **kw)
         if res.plan is not None:
             res.plan.meta["solver"] = self.name

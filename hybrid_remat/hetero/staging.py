@@ -2,20 +2,19 @@
 
 Stage ``t`` of a grid ``ends`` runs slots ``0..ends[t]`` in index order and
 first-computes the nodes ``ends[t-1]+1 .. ends[t]`` (one stage per node is
-Checkmate's and XEngine's grid).  This module converts plans to and from
-staged ``R``/``S``/``X`` arrays, computes the models' memory accounting,
-estimates model sizes, relabels a problem into another topological order
-and cuts coarse grids for a given plan.
+Checkmate's and XEngine's grid).  The conversions between plans and staged
+``R``/``S``/``X`` arrays and the models' memory accounting are the shared
+staged encoding (:mod:`hybrid_remat.core.staged`, re-exported here); this
+module adds what the XEngine model needs on top: model sizes, the memory
+unit, copy costs, coarse grids and windows cut for a given plan.
 
 Examples
 --------
 >>> from hybrid_remat.generators import chain
->>> from hybrid_remat.plan import keep_all_plan
 >>> from hybrid_remat.problem import Problem
 >>> p = Problem.single(chain(4, bytes=1), "100%")
->>> R, S, X = stage_arrays(p, keep_all_plan(p.graph, "cost"))
->>> R[0].sum(), decode(p, R, S, X).n_computes()
-(np.int64(4), 4)
+>>> model_size(p)["variables"] > model_size(p, ends=[1, 3])["variables"]
+True
 """
 
 from __future__ import annotations
@@ -24,12 +23,12 @@ import math
 
 import numpy as np
 
-from ..graph import Graph
-from ..plan import OP_COMPUTE, OP_COPY, Plan
+from ..core.staged import decode, first_compute_order, stage_arrays, staged_memory
+from ..plan import Plan
 from ..problem import Problem
 
 __all__ = ["model_size", "memory_scale", "copy_costs", "stage_arrays", "decode", "staged_memory", "coarse_ends",
-           "first_compute_order", "relabel", "relabel_plan"]
+           "first_compute_order", "binding_devices"]
 
 
 def model_size(problem: Problem, ends=None) -> dict:
@@ -49,8 +48,36 @@ def model_size(problem: Problem, ends=None) -> dict:
     return {"variables": int(nvars), "constraints": int(ncons)}
 
 
-def memory_scale(problem: Problem):
-    """Memory unit (bytes) and effective budgets in that unit."""
+def binding_devices(problem: Problem) -> np.ndarray:
+    """Devices whose budget is below the sum of all sizes (bool mask): the
+    others can hold everything at once and need no memory rows."""
+    total = int(problem.graph.bytes.sum())
+    return problem.budgets < total
+
+
+#: memory units of the largest binding budget above which the unit is coarsened (SCIP's feasibility
+#: tolerance is 1e-6 relative: at 1e6 units a row may be off by one unit, which the conservative margin absorbs)
+MAX_MEMORY_UNITS = 1e6
+
+
+def memory_scale(problem: Problem, relax: bool = False):
+    """Memory unit (bytes) and budgets in that unit (``inf`` for devices
+    that never bind, :func:`binding_devices`).
+
+    The gcd of the sizes when the largest binding budget is at most
+    :data:`MAX_MEMORY_UNITS` of it (exact: integer sizes, floored budgets);
+    otherwise ``budget / 1e6`` with fractional sizes ``bytes / unit`` and
+    budgets lowered by two units (conservative: SCIP's tolerance cannot
+    admit a plan over budget) or, with ``relax=True``, not lowered (a
+    relaxation up to SCIP's tolerance: the model's bound stays valid).
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> unit, caps = memory_scale(Problem.single(chain(3, bytes=4), 8))
+    >>> unit, caps.tolist()
+    (4.0, [2.0])
+    """
     g = problem.graph
     b = [int(x) for x in g.bytes if x > 0]
     unit = 1
@@ -59,10 +86,14 @@ def memory_scale(problem: Problem):
         for x in b[1:]:
             unit = math.gcd(unit, x)
     budgets = problem.budgets.astype(np.float64)
-    if budgets.max() / unit > 1e8:
-        unit = float(budgets.max()) / 1e6
-        return unit, np.floor(budgets / unit) - 2.0
-    return float(unit), np.floor(budgets / unit)
+    binding = binding_devices(problem)
+    ref = float(budgets[binding].max()) if binding.any() else float(budgets.max())
+    if ref / unit > MAX_MEMORY_UNITS:
+        unit = ref / MAX_MEMORY_UNITS
+        caps = budgets / unit if relax else np.floor(budgets / unit) - 2.0
+    else:
+        caps = np.floor(budgets / unit)
+    return float(unit), np.where(binding, caps, np.inf)
 
 
 def copy_costs(problem: Problem):
@@ -78,185 +109,11 @@ def copy_costs(problem: Problem):
     return cc
 
 
-def stage_arrays(problem: Problem, plan: Plan, ends=None):
-    """``(R, S, X)`` boolean arrays of a frontier-ordered plan, or ``None``.
-
-    ``R[d,t,i]``/``X[d,e,t,i]``: computed / copied in stage ``t``;
-    ``S[d,t,i]``: resident on ``d`` when stage ``t`` starts.  Stage ``t``
-    ends with the first computation of ``ends[t]`` (default ``t``) and the
-    copies of it that directly follow.  Returns ``None`` when first
-    computations are not in index order or a stage computes or receives a
-    value twice on one device (the plan then has no staged form).
-    """
-    g = problem.graph
-    n, D = g.n, problem.n_devices
-    ends = np.arange(n) if ends is None else np.asarray(ends, dtype=np.int64)
-    T = len(ends)
-    names = [d.name for d in problem.devices]
-    try:
-        dmap = np.array([names.index(x) for x in plan.devices], dtype=np.int64)
-    except ValueError:
-        return None
-    R = np.zeros((D, T, n), dtype=bool)
-    S = np.zeros((D, T, n), dtype=bool)
-    X = np.zeros((D, D, T, n), dtype=bool)
-    resident = np.zeros((D, n), dtype=bool)
-    t = 0  # current stage
-    closing = -1  # just computed the last frontier node of stage `closing`
-    for o, v, a, b in zip(plan.op.tolist(), plan.node.tolist(), plan.device.tolist(), plan.target.tolist(), strict=False):
-        d = int(dmap[a])
-        if closing >= 0 and not (o != OP_COMPUTE and (o == 1 or v == ends[closing])):
-            # the stage is over: open the next one
-            t = closing + 1
-            closing = -1
-            if t >= T:
-                return None
-            S[:, t, :] = resident
-        st = closing if closing >= 0 else t
-        if o == OP_COMPUTE:
-            if v > ends[st]:
-                return None
-            if R[d, st, v] or X[:, d, st, v].any() or S[d, st, v]:
-                return None
-            R[d, st, v] = True
-            resident[d, v] = True
-            if v == ends[st] and closing < 0:
-                closing = st
-        elif o == OP_COPY:
-            e = int(dmap[b])
-            if v > ends[st] or R[e, st, v] or X[:, e, st, v].any() or S[e, st, v]:
-                return None
-            if not (S[d, st, v] or R[d, st, v]):  # relayed within a stage
-                return None
-            X[d, e, st, v] = True
-            resident[e, v] = True
-        else:
-            resident[d, v] = False
-    if closing != T - 1:
-        return None
-    return R, S, X
-
-
-def decode(problem: Problem, R, S, X, meta: dict | None = None, ends=None) -> Plan:
-    """The plan of a (rounded) solution: per stage and slot, compute, copy,
-    then free every value no longer needed on that device."""
-    g = problem.graph
-    n, D = g.n, problem.n_devices
-    ends = np.arange(n) if ends is None else np.asarray(ends, dtype=np.int64)
-    T = len(ends)
-    names = [d.name for d in problem.devices]
-    steps = []
-    resident = np.zeros((D, n), dtype=bool)
-    for st in range(T):
-        t = int(ends[st])
-        Rt, Xt = R[:, st, : t + 1], X[:, :, st, : t + 1]
-        keep = S[:, st + 1, :] if st + 1 < T else np.zeros((D, n), dtype=bool)
-        last = np.full((D, n), -1, dtype=np.int64)  # last slot at which (d, i) is needed
-        last[keep] = n + 1
-        out = Xt.any(axis=1)  # (D, t+1): copies out of d at slot i
-        arrive = Rt | Xt.any(axis=0)
-        for d in range(D):
-            pres = np.flatnonzero(arrive[d])
-            last[d, pres] = np.maximum(last[d, pres], pres)
-            src = np.flatnonzero(out[d])
-            last[d, src] = np.maximum(last[d, src], src)
-            for j in np.flatnonzero(Rt[d]):
-                pj = g.preds(int(j))
-                last[d, pj] = np.maximum(last[d, pj], j)
-        # start of the stage: drop what the stage does not need
-        for d in range(D):
-            for i in np.flatnonzero(resident[d] & (last[d] < 0)):
-                steps.append(("free", int(i), names[d]))
-                resident[d, i] = False
-        for k in range(t + 1):
-            for d in range(D):
-                if Rt[d, k]:
-                    steps.append(("compute", k, names[d]))
-                    resident[d, k] = True
-            for d in range(D):
-                for e in range(D):
-                    if Xt[d, e, k]:
-                        steps.append(("copy", k, names[d], names[e]))
-                        resident[e, k] = True
-            for d in range(D):
-                for i in np.flatnonzero(resident[d] & (last[d] == k)):
-                    steps.append(("free", int(i), names[d]))
-                    resident[d, i] = False
-    return Plan.from_steps(steps, names, meta or {"solver": "xengine_milp"})
-
-
-def first_compute_order(plan: Plan, n: int) -> np.ndarray | None:
-    """Nodes in the order of their first computation (``None`` unless all
-    ``n`` nodes are computed)."""
-    seen = np.zeros(n, dtype=bool)
-    out = []
-    for o, v in zip(plan.op.tolist(), plan.node.tolist(), strict=False):
-        if o == OP_COMPUTE and not seen[v]:
-            seen[v] = True
-            out.append(v)
-    return np.array(out, dtype=np.int64) if len(out) == n else None
-
-
-def relabel(problem: Problem, order) -> tuple[Problem, np.ndarray]:
-    """The problem with node ``order[k]`` renamed ``k`` (``order`` must be a
-    topological order); returns it and ``new_of_old``."""
-    g = problem.graph
-    order = np.asarray(order, dtype=np.int64)
-    new_of_old = np.empty(g.n, dtype=np.int64)
-    new_of_old[order] = np.arange(g.n)
-    edges = new_of_old[g.edges()] if g.m else np.zeros((0, 2), dtype=np.int64)
-    g2 = Graph.from_arrays(g.bytes[order], [tuple(e) for e in edges.tolist()],
-                           {k: g.cost(k)[order] for k in g.cost_kinds}, name=g.name)
-    return Problem(g2, problem.devices, problem.links, check=False), new_of_old
-
-
-def relabel_plan(plan: Plan | None, mapping) -> Plan | None:
-    """``plan`` with every node ``v`` renamed ``mapping[v]``."""
-    if plan is None:
-        return None
-    mapping = np.asarray(mapping, dtype=np.int64)
-    return Plan(plan.op, mapping[plan.node], plan.device, plan.target, plan.devices, dict(plan.meta))
-
-
-
-def staged_memory(problem: Problem, R, S, X, ends, mb):
-    """FREE and U of staged arrays by their definitions:
-    ``({(d,t,i,k): 0/1}, {(d,t,k): memory in units of mb})``."""
-    g = problem.graph
-    n, D = g.n, problem.n_devices
-    T = len(ends)
-    fval, uval = {}, {}
-    preds = [list(g.preds(i)) for i in range(n)]
-    for t in range(T):
-        e_t = int(ends[t])
-        for d in range(D):
-            arrive = R[d, t] | X[:, d, t].any(axis=0)
-            pres = S[d, t] | arrive
-            keep = S[d, t + 1] if t + 1 < T else np.zeros(n, dtype=bool)
-            cons = np.flatnonzero(R[d, t, : e_t + 1])
-            # the last consumer slot of each value on d in this stage (-1: none)
-            last = np.full(n, -1, dtype=np.int64)
-            for j in cons:
-                for u in preds[j]:
-                    last[u] = max(last[u], j)
-            for i in np.flatnonzero(pres[: e_t + 1]):
-                if keep[i]:
-                    continue
-                k = int(last[i]) if last[i] >= 0 else int(i)
-                fval[d, t, int(i), k] = 1.0
-            mem = float(mb[S[d, t]].sum())
-            for k in range(e_t + 1):
-                if k > 0:
-                    for i in preds[k - 1] + [k - 1]:
-                        mem -= mb[i] * fval.get((d, t, i, k - 1), 0.0)
-                mem += mb[k] * float(arrive[k])
-                uval[d, t, k] = mem
-    return fval, uval
-
-
-def coarse_ends(problem: Problem, plan: Plan, max_variables: int, refine_variables: int | None = None):
+def coarse_ends(problem: Problem, plan: Plan, max_variables: int, refine_variables: int | None = None,
+                limits=None):
     """A stage grid as coarse as the plan allows (``None`` when none fits
-    under ``max_variables``).
+    under ``max_variables``, or ``limits`` expire before one is found;
+    refining stops when they expire).
 
     Consecutive per-node stages of ``plan`` (frontier-ordered) are merged
     while no value arrives twice on a device within the merged stage and no
@@ -306,6 +163,8 @@ def coarse_ends(problem: Problem, plan: Plan, max_variables: int, refine_variabl
         return bad, ends
 
     for _ in range(64):
+        if limits is not None and limits.expired():
+            return None
         bad, ends = ok(groups)
         if bad is None:
             return None
@@ -326,7 +185,7 @@ def coarse_ends(problem: Problem, plan: Plan, max_variables: int, refine_variabl
         return None
     # refine: split the longest stages while the model stays under the limit
     # (more stages = more freedom to recompute, offload and switch devices)
-    while True:
+    while limits is None or not limits.expired():
         t = max(range(len(groups)), key=lambda i: groups[i][1] - groups[i][0])
         a0, b0 = groups[t]
         if b0 == a0:

@@ -1,55 +1,34 @@
-"""XEngine's staged CPU+GPU model as a MILP with explicit transfer variables.
+"""XEngine's staged CPU+GPU model as a formulation, at every graph size.
 
-Stages ``t = 0..n-1``; stage ``t`` runs slots ``k = 0..t`` in index order and
-must compute node ``t`` (the frontier) on exactly one device.  Per device
-``d`` (storage-only devices have no ``R``):
+The model (:mod:`hybrid_remat.hetero.xengine_model`) decides, per stage of
+a grid and per device, computations ``R``, copies ``X`` and residency ``S``
+with the serial time (compute plus copies) as objective.  It avoids the
+public code's defects (reference brief, section 1.2): the freed size is the
+freed value's own (a), initial memory and FREE are per device (b), copy
+costs are indexed ``src -> dst`` from the links (c), and a transfer is paid
+once per (value, stage, destination), not per consuming edge and source
+(d).  A storage-only device (``can_compute=False``) gives POET-style paging
+(see :mod:`hybrid_remat.hetero.paging`).
 
-* ``R[d,t,i]``   node ``i`` is computed on ``d`` at slot ``i`` of stage ``t``;
-* ``X[d,e,t,i]`` the value of ``i`` is copied ``d -> e`` at slot ``i``;
-* ``S[d,t,i]``   ``i`` is resident on ``d`` when stage ``t`` starts;
-* ``A[d,t,i] = R[d,t,i] + sum_e X[e,d,t,i]`` (an *arrival*: it allocates
-  ``bytes[i]`` on ``d`` at slot ``i``, so a received copy counts against the
-  receiving device);
-* ``FREE[d,t,i,k]`` value ``i`` is freed on ``d`` right after slot ``k``
-  (``k = i`` or a consumer of ``i``); ``U[d,t,k]`` memory on ``d`` right
-  after the arrival at slot ``k``.
+:class:`XEngineMILP` picks what fits the time:
 
-Constraints::
+1. **the full model** (one stage per node) when :func:`model_size` is under
+   ``max_variables``: its dual bound bounds every *staged* plan (first
+   computations in the modelled order, each value arriving at most once per
+   device and stage), so ``bound_scope = "staged"`` and ``"optimal"`` means
+   optimal in that class; on tiny graphs this equals the brute-force
+   optimum over frontier-ordered plans (tests);
+2. otherwise **a coarse grid** cut for the incumbent (:func:`coarse_ends`;
+   stages end only where the incumbent needs it, so it still warm-starts the
+   model), when one fits;
+3. and, with the time left (or when no coarse grid fits), **windows of the
+   incumbent**: a few consecutive stages and the nodes around them are
+   re-optimised exactly with everything else fixed (the incumbent's
+   residency entering and leaving the window kept), each accepted
+   improvement becoming the next window's incumbent.
 
-    sum_d R[d,t,t] = 1                                   (frontier, one device)
-    R[d,t,v] <= S[d,t,u] + A[d,t,u]        for (u, v) in E       (inputs on d)
-    S[d,t+1,i] <= S[d,t,i] + A[d,t,i]                     (residency carries)
-    X[d,e,t,i] <= S[d,t,i] + R[d,t,i]      (a copy needs a source; no relays)
-    A[d,t,i] + S[d,t,i] <= 1               (no arrival where already resident)
-    FREE[d,t,i,i] <= S[d,t,i] + A[d,t,i];  FREE[d,t,i,k] <= R[d,t,k]  (k > i)
-    FREE[d,t,i,k] <= 1 - S[d,t+1,i];  FREE[d,t,i,k] <= 1 - R[d,t,j]  (j in succ(i), j > k)
-    U[d,t,0] = sum_i m_i S[d,t,i] + m_0 A[d,t,0]
-    U[d,t,k] = U[d,t,k-1] - sum_{i in pred(k-1) + {k-1}} m_i FREE[d,t,i,k-1] + m_k A[d,t,k]
-    U[d,t,k] <= M_d
-
-Objective (serial time, XEngine's): ``sum c_d(i) R + sum (lat + m_i/bw) X``.
-This avoids the public code's defects (reference brief, section 1.2): the
-freed size is the freed value's own (a), initial memory and FREE are per
-device (b), copy costs are indexed ``src -> dst`` from the links (c), and
-a transfer is paid once per (value, stage, destination), not per consuming
-edge and source (d).  A storage-only device (``can_compute=False``) gives
-POET-style paging (see :mod:`hybrid_remat.hetero.paging`).
-
-The model covers *staged* plans only (first computations in index order,
-each value arriving at most once per device and stage, copies at the
-value's slot), so its dual bound is not a bound over all plans: it is
-reported as ``stats["staged_lower_bound"]``, and ``lower_bound`` is the
-proven ``sum_i min_d c_d(i)``.  Status ``"optimal"`` means optimal over
-staged plans with no better plan known; on tiny graphs this equals the
-brute-force optimum over frontier-ordered plans (tests).
-
-``FREE`` is bounded from above only: freeing less than allowed merely
-over-counts memory, and the decoder frees everything as early as the
-solution allows, so the simulated memory never exceeds ``U``.  The
-decoded plan's simulated serial time equals the objective.
-
-The model has ``O(D n^2 + D n m)`` variables, like Checkmate's: use
-:func:`model_size` to decide whether to build it.
+Models 2 and 3 are restrictions: their bounds are kept in ``stats`` only.
+Every plan is decoded and checked by the simulator before it counts.
 
 Examples
 --------
@@ -65,74 +44,117 @@ Examples
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
 
 import numpy as np
 
+from ..core.staged import encode
 from ..errors import SolverError
+from ..exact._scip import DEFAULT_PARAMS, apply_params, check_bound, run, solve_limits
+from ..exact.reorder import InOrder
 from ..interfaces import Formulation, FormulationResult
 from ..plan import Plan
 from ..problem import Problem
 from ..simulate import simulate
-from .staging import (
-    coarse_ends,
-    copy_costs,
-    decode,
-    first_compute_order,
-    memory_scale,
-    model_size,
-    relabel,
-    relabel_plan,
-    stage_arrays,
-    staged_memory,
-)
+from .staging import coarse_ends, decode, model_size, stage_arrays
+from .xengine_model import BuildTimeout, XEngineModel
 
-__all__ = ["XEngineMILP", "MAX_VARIABLES", "model_size", "decode", "stage_arrays", "coarse_ends"]
+__all__ = ["XEngineMILP", "MAX_VARIABLES", "WINDOW_VARIABLES", "model_size", "decode", "stage_arrays",
+           "coarse_ends", "staged_base"]
 
+#: the per-node (or coarse) model is built up to this many estimated variables
 MAX_VARIABLES = 60_000
+#: variables of one window model (about; the window's stage and node counts follow from it)
+WINDOW_VARIABLES = 12_000
+#: measured pyscipopt construction throughput of this model (variables + rows per second, 2 shared cores)
+BUILD_RATE = 15_000.0
+#: share of the time the coarse model gets when windows may follow it
+COARSE_SHARE = 0.6
 
 
-# ------------------------------------------------------------- formulation
+def _better(a: float, b: float) -> bool:
+    return a < b if not math.isfinite(b) else a < b - 1e-12 * max(1.0, abs(b))
+
+
+def staged_base(problem: Problem, plan: Plan):
+    """``(R, S, X, plan)``: per-node staged arrays of ``plan``, or of its
+    staged re-decode when that is valid and no costlier; ``None`` when
+    neither exists (the plan is not frontier-ordered)."""
+    arrs = stage_arrays(problem, plan)
+    if arrs is not None:
+        return (*arrs, plan)
+    names = [d.name for d in problem.devices]
+    try:
+        dmap = np.array([names.index(x) for x in plan.devices], dtype=np.int64)
+    except ValueError:
+        return None
+    dev = dmap[plan.device]
+    tgt = np.where(plan.target >= 0, dmap[np.maximum(plan.target, 0)], -1)
+    out = encode(problem.graph.n, problem.n_devices, plan.op.tolist(), plan.node.tolist(), dev.tolist(),
+                 tgt.tolist(), np.arange(problem.graph.n), strict=False)
+    if isinstance(out, str):
+        return None
+    again = decode(problem, *out, dict(plan.meta))
+    r, r0 = simulate(problem, again), simulate(problem, plan)
+    if not r.valid or r.total_time > r0.total_time + 1e-9 * max(1.0, r0.total_time):
+        return None
+    arrs = stage_arrays(problem, again)
+    return None if arrs is None else (*arrs, again)
+
+
 class XEngineMILP(Formulation):
     """The staged CPU+GPU MILP (module docstring), solved with SCIP.
 
     Parameters
     ----------
     max_variables : int
-        Refuse (status ``"no_solution"``, the incumbent returned, reason in
-        ``stats["skipped"]``) when :func:`model_size` estimates more
-        variables than this.
+        The largest per-node or coarse model built (estimated variables).
     coarse : bool
-        When the per-node model is too large, try a coarse stage grid cut
-        for the incumbent (:func:`coarse_ends`): stages end only where the
-        incumbent needs it, so it still warm-starts the model.
+        Try a coarse stage grid cut for the incumbent when the per-node
+        model is too large.
+    windows : bool
+        Improve the incumbent window by window when the per-node model is
+        too large (``False``: such problems get ``no_solution`` with the
+        reason in ``stats["skipped"]`` unless a coarse grid fits).
+    window_variables : int
+        About how many variables one window model has.
+    max_window_s : float
+        Time cap of one window solve.
+    params : dict, optional
+        SCIP settings for the window models (default: the Checkmate
+        formulation's, which favour primal heuristics).
     """
 
     name = "hetero_xengine"
-    version = "1"
-    capabilities = frozenset({"dag", "chain", "multi_device", "exact"})
+    version = "2"
+    capabilities = frozenset({"dag", "chain", "multi_device", "serial", "exact", "scoped_bound", "honours_limits"})
+    bound_scope = "staged"
 
-    def __init__(self, max_variables: int = MAX_VARIABLES, coarse: bool = True):
+    def __init__(self, max_variables: int = MAX_VARIABLES, coarse: bool = True, windows: bool = True,
+                 window_variables: int = WINDOW_VARIABLES, max_window_s: float = 10.0, params: dict | None = None):
         self.max_variables = max_variables
         self.coarse = coarse
+        self.windows = windows
+        self.window_variables = int(window_variables)
+        self.max_window_s = float(max_window_s)
+        self.params = dict(DEFAULT_PARAMS if params is None else params)
 
-    def solve(
-        self,
-        problem: Problem,
-        *,
-        incumbent: Plan | None = None,
-        time_limit: float = 60.0,
-        node_limit: int | None = None,
-        seed: int = 0,
-        threads: int = 1,
-        on_incumbent: Callable | None = None,
-        on_bound: Callable | None = None,
-        stop: threading.Event | None = None,
-        frontier: str = "auto",
-    ) -> FormulationResult:
-        """Solve; see :class:`~hybrid_remat.interfaces.Formulation`.
+    def predict_seconds(self, problem: Problem) -> float:
+        """Seconds to build the first model: the per-node one when it fits,
+        else one window."""
+        size = model_size(problem)
+        if size["variables"] <= self.max_variables:
+            return (size["variables"] + size["constraints"]) / BUILD_RATE
+        return 3.0 * self.window_variables / BUILD_RATE if self.windows else math.inf
+
+    def solve(self, problem: Problem, *, incumbent: Plan | None = None, limits=None, seed: int = 0,
+              threads: int = 1, on_incumbent: Callable | None = None, on_bound: Callable | None = None,
+              time_limit: float | None = None, node_limit: int | None = None, stop: threading.Event | None = None,
+              frontier: str = "auto") -> FormulationResult:
+        """Solve within ``limits``; see :class:`~hybrid_remat.interfaces.Formulation`.
 
         ``frontier`` picks the topological order whose stages the model
         uses: ``"reference"`` (node indices, Checkmate's and XEngine's
@@ -141,237 +163,244 @@ class XEngineMILP(Formulation):
         order, so that it warm-starts the model and the result is never
         worse.
         """
-        order = None
         if frontier not in ("auto", "reference"):
             raise SolverError(f"unknown frontier {frontier!r}: use 'auto' or 'reference'")
+        lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
         if incumbent is not None and not simulate(problem, incumbent).valid:
             incumbent = None
-        if frontier == "auto" and incumbent is not None:
-            if stage_arrays(problem, incumbent) is None:
-                fo = first_compute_order(incumbent, problem.graph.n)
-                if fo is not None and not np.array_equal(fo, np.arange(problem.graph.n)):
-                    order = fo
-        target, inc_t, cb = problem, incumbent, on_incumbent
-        if order is not None:
-            target, new_of_old = relabel(problem, order)
-            inc_t = relabel_plan(incumbent, new_of_old)
-            if on_incumbent is not None:
-                cb = lambda plan, src: on_incumbent(relabel_plan(plan, order), src)  # noqa: E731
-        ends = None
-        if self.coarse and inc_t is not None and model_size(target)["variables"] > self.max_variables:
-            ends = coarse_ends(target, inc_t, self.max_variables)
-        res = self._solve(target, inc_t, time_limit, node_limit, seed, threads, cb, on_bound, stop, ends)
-        if order is not None and res.plan is not None and res.plan is not inc_t:
-            res.plan = relabel_plan(res.plan, order)
-            r = simulate(problem, res.plan)
-            if not r.valid:  # pragma: no cover - relabelling preserves validity
-                raise SolverError(f"relabelled plan is invalid: {r.error}")
-            res.objective = r.total_time
-        elif res.plan is inc_t:
-            res.plan = incumbent
-        res.stats["frontier"] = "reference" if order is None else "incumbent order"
-        res.stats["grid"] = "per node" if ends is None else f"coarse ({len(ends)} stages)"
+        io = InOrder(problem, incumbent, on_incumbent,
+                     follow=frontier == "auto" and incumbent is not None and stage_arrays(problem, incumbent) is None)
+        res = self._solve(io.problem, io.plan, lim, seed, threads, io.on_incumbent, on_bound)
+        res.plan = incumbent if res.plan is io.plan else io.back(res.plan)
+        res.stats["frontier"] = "reference" if io.order is None else "incumbent order"
         return res
 
-    def _solve(self, problem, incumbent, time_limit, node_limit, seed, threads, on_incumbent, on_bound, stop,
-               ends=None):
-        t0 = time.perf_counter()
-        ends = np.arange(problem.graph.n) if ends is None else np.asarray(ends, dtype=np.int64)
-        T = len(ends)
-        size = model_size(problem, ends)
-        inc_time = np.inf
+    # ------------------------------------------------------------------ policy
+    def _solve(self, problem, incumbent, lim, seed, threads, on_incumbent, on_bound) -> FormulationResult:
+        size = model_size(problem)
+        stats: dict = {"formulation": self.name, **size}
+        best = {"plan": None, "time": math.inf}
         if incumbent is not None:
-            r = simulate(problem, incumbent)
-            inc_time = r.total_time if r.valid else np.inf
-            if not r.valid:
-                incumbent = None
-        if size["variables"] > self.max_variables:
-            return FormulationResult(
-                "no_solution", incumbent, inc_time, float("-inf"),
-                {"reason": f"model too large: about {size['variables']} variables (limit {self.max_variables})",
-                 "skipped": f"model too large (~{size['variables']} variables)",
-                 **size})
-        try:
-            from pyscipopt import SCIP_EVENTTYPE, Model, quicksum
-        except ImportError as e:  # pragma: no cover
-            raise SolverError(f"pyscipopt is needed for {self.name}: {e}") from None
-
-        g = problem.graph
-        n, D = g.n, problem.n_devices
+            best["plan"], best["time"] = incumbent, simulate(problem, incumbent).total_time
         can = problem.can_compute
-        cost = problem.cost_matrix
-        cc = copy_costs(problem)
-        unit, cap = memory_scale(problem)
-        mb = g.bytes / unit
-        tscale = 1000.0 / max(problem.base_cost, 1e-30)  # objective ~ 1000
-        preds = [g.preds(i).tolist() for i in range(n)]
-        succs = [g.succs(i).tolist() for i in range(n)]
-        links = [(a, b) for a in range(D) for b in range(D) if a != b and not np.isnan(cc[a, b, 0])]
+        trivial = float(np.where(can[:, None], problem.cost_matrix, np.inf).min(axis=0).sum())
+        if on_bound is not None:
+            on_bound(trivial)  # every node computed at least once somewhere: a bound over every plan
 
-        m = Model("xengine")
-        m.hideOutput()
-        m.setParam("randomization/randomseedshift", int(seed))
-        m.setParam("parallel/maxnthreads", max(1, int(threads)))
-        R, S, X, F, U = {}, {}, {}, {}, {}
+        def offer(plan, source):
+            r = simulate(problem, plan)
+            if r.valid and _better(r.total_time, best["time"]):
+                best["plan"], best["time"] = plan, r.total_time
+                if on_incumbent is not None:
+                    on_incumbent(plan, source)
+            return r
+
+        status, staged_lb = "no_solution", -math.inf
+        full_fits = size["variables"] <= self.max_variables
+        if full_fits:
+            stats["grid"] = "per node"
+            status, staged_lb = self.solve_grid(problem, None, incumbent, lim, seed, threads, offer, on_bound,
+                                                stats, full=True)
+            if "skipped" in stats:  # not in the time left: the smaller models below
+                stats["per_node_skipped"] = stats.pop("skipped")
+                del stats["grid"]
+                full_fits = False
+        if not full_fits:
+            ends = coarse_ends(problem, incumbent, self.max_variables, limits=lim) \
+                if self.coarse and incumbent is not None else None
+            if ends is not None:
+                stats["grid"] = f"coarse ({len(ends)} stages)"
+                left = lim.left()
+                clim = lim.share(COARSE_SHARE * left) if self.windows and math.isfinite(left) else lim
+                self.solve_grid(problem, ends, incumbent, clim, seed, threads, offer, None, stats, full=False)
+            if self.windows and best["plan"] is not None and not lim.expired():
+                stats["grid"] = (stats.get("grid", "") + " + windows").lstrip(" +")
+                self.solve_windows(problem, best["plan"], lim, seed, threads, offer, stats)
+            if "grid" not in stats:
+                reason = (stats.get("per_node_skipped") or
+                          f"model too large: about {size['variables']} variables (limit {self.max_variables})") + \
+                    (", no coarse grid for the incumbent" if incumbent is not None else ", no incumbent")
+                stats["reason"] = stats["skipped"] = reason
+                return FormulationResult("no_solution", best["plan"], best["time"], trivial, stats)
+        stats["staged_lower_bound"] = staged_lb
+        lb = max(trivial, staged_lb) if math.isfinite(staged_lb) else trivial
+        if best["plan"] is None:
+            # infeasible over staged plans does not prove that no plan exists
+            stats["staged_infeasible"] = status == "infeasible"
+            return FormulationResult("no_solution", None, math.inf, lb, stats)
+        lb = min(lb, best["time"])
+        if status == "optimal" and best["time"] - lb <= 1e-9 * max(1.0, abs(best["time"])):
+            return FormulationResult("optimal", best["plan"], best["time"], best["time"], stats)
+        return FormulationResult("feasible", best["plan"], best["time"], lb, stats)
+
+    # ------------------------------------------------------------- one model
+    def solve_grid(self, problem, ends, incumbent, lim, seed, threads, offer, on_bound, stats, *, full: bool):
+        """Build and solve the model on grid ``ends`` (``None``: per node).
+        ``full``: the per-node model, built as a relaxation of the staged
+        class (its bound is reported).  Returns ``(status, staged bound)``."""
+        t0 = time.perf_counter()
+        T = problem.graph.n if ends is None else len(ends)
+        left = lim.left()
+        est = model_size(problem, ends)
+        if math.isfinite(left) and (est["variables"] + est["constraints"]) / BUILD_RATE > 0.5 * left:
+            stats["grid_skipped" if not full else "skipped"] = "model too large to build and solve in the time left"
+            return "no_solution", -math.inf
         try:
-            for t in range(T):
-                e_t = int(ends[t])
-                p_t = int(ends[t - 1]) if t else -1
-                for i in range(e_t + 1):
-                    for d in range(D):
-                        if can[d]:
-                            R[d, t, i] = m.addVar(vtype="B", obj=cost[d, i] * tscale, name=f"R_{d}_{t}_{i}")
-                        if i <= p_t:
-                            S[d, t, i] = m.addVar(vtype="B", name=f"S_{d}_{t}_{i}")
-                    for a, b in links:
-                        if can[a] or i <= p_t:
-                            X[a, b, t, i] = m.addVar(vtype="B", obj=cc[a, b, i] * tscale, name=f"X_{a}_{b}_{t}_{i}")
-
-            def A(d, t, i):
-                return quicksum(x for x in ([R[d, t, i]] if (d, t, i) in R else [])
-                                + [X[a, d, t, i] for a in range(D) if (a, d, t, i) in X])
-
-            def present(d, t, i):
-                terms = [X[a, d, t, i] for a in range(D) if (a, d, t, i) in X]
-                if (d, t, i) in R:
-                    terms.append(R[d, t, i])
-                if (d, t, i) in S:
-                    terms.append(S[d, t, i])
-                return quicksum(terms)
-
-            for t in range(T):
-                e_t = int(ends[t])
-                p_t = int(ends[t - 1]) if t else -1
-                for i in range(p_t + 1, e_t + 1):
-                    m.addCons(quicksum(R[d, t, i] for d in range(D) if can[d]) == 1, name=f"front_{t}_{i}")
-                for i in range(e_t + 1):
-                    for d in range(D):
-                        if (d, t, i) in R:
-                            for u in preds[i]:
-                                m.addCons(R[d, t, i] <= present(d, t, u))
-                        if t + 1 < T:
-                            m.addCons(S[d, t + 1, i] <= present(d, t, i))
-                        arr = [X[a, d, t, i] for a in range(D) if (a, d, t, i) in X]
-                        if (d, t, i) in R:
-                            arr.append(R[d, t, i])
-                        if len(arr) + ((d, t, i) in S) > 1:
-                            m.addCons(quicksum(arr) + (S[d, t, i] if (d, t, i) in S else 0) <= 1)
-                    for a, b in links:
-                        if (a, b, t, i) in X:
-                            src = ([S[a, t, i]] if (a, t, i) in S else []) + ([R[a, t, i]] if (a, t, i) in R else [])
-                            m.addCons(X[a, b, t, i] <= quicksum(src))
-                # frees and memory, per device
-                for d in range(D):
-                    for i in range(e_t + 1):
-                        later = [j for j in succs[i] if j <= e_t]
-                        ks = [i] + (later if can[d] else [])
-                        for k in ks:
-                            f = m.addVar(vtype="C", lb=0.0, ub=1.0, name=f"F_{d}_{t}_{i}_{k}")
-                            F[d, t, i, k] = f
-                            m.addCons(f <= (present(d, t, i) if k == i else R[d, t, k]))
-                            if t + 1 < T:
-                                m.addCons(f + S[d, t + 1, i] <= 1)
-                            if can[d]:
-                                for j in later:
-                                    if j > k:
-                                        m.addCons(f + R[d, t, j] <= 1)
-                    prev = None
-                    for k in range(e_t + 1):
-                        u = m.addVar(vtype="C", lb=0.0, ub=float(cap[d]), name=f"U_{d}_{t}_{k}")
-                        U[d, t, k] = u
-                        if prev is None:
-                            m.addCons(u == quicksum(mb[i] * S[d, t, i] for i in range(p_t + 1)) + mb[0] * A(d, t, 0))
-                        else:
-                            fr = [mb[i] * F[d, t, i, k - 1] for i in preds[k - 1] + [k - 1] if (d, t, i, k - 1) in F]
-                            m.addCons(u == prev - quicksum(fr) + mb[k] * A(d, t, k))
-                        prev = u
+            xm = XEngineModel(problem, ends=ends, relax_memory=full, limits=lim, seed=seed, threads=threads)
+        except BuildTimeout as e:
+            stats["grid_skipped" if not full else "skipped"] = str(e)
+            return "no_solution", -math.inf
+        with xm:
             build_s = time.perf_counter() - t0
-            stats = {**size, "build_s": build_s, "n_vars": m.getNVars(), "n_cons": m.getNConss(), "stages": T}
-
-            # ---- warm start
+            stats.update(build_s=build_s, n_vars=xm.model.getNVars(), n_cons=xm.model.getNConss(), stages=T)
             warm = "none"
-            for cand, label in self._starts(problem, incumbent, coarse=T < n):
+            for cand, label in self._starts(problem, incumbent, coarse=not full):
                 arrs = stage_arrays(problem, cand, ends)
                 if arrs is None:
                     warm = f"{label} not staged"
                     continue
-                warm = f"{label} " + self._add_start(m, problem, arrs, R, S, X, F, U, mb, ends)
+                warm = f"{label} " + xm.add_start(arrs)
                 if warm.endswith("full"):
                     break
             stats["warm_start"] = warm
+            in_class = [math.inf]
 
-            def values():
-                s = m.getBestSol()
-                Rv = np.zeros((D, T, n), dtype=bool)
-                Sv = np.zeros((D, T, n), dtype=bool)
-                Xv = np.zeros((D, D, T, n), dtype=bool)
-                for (d, t, i), x in R.items():
-                    Rv[d, t, i] = m.getSolVal(s, x) > 0.5
-                for (d, t, i), x in S.items():
-                    Sv[d, t, i] = m.getSolVal(s, x) > 0.5
-                for (a, b, t, i), x in X.items():
-                    Xv[a, b, t, i] = m.getSolVal(s, x) > 0.5
-                return Rv, Sv, Xv
-
-            best = {"plan": incumbent, "time": inc_time, "bound": float("-inf")}
-            # proven for every plan: each node is computed at least once somewhere
-            trivial_lb = float(np.where(can[:, None], cost, np.inf).min(axis=0).sum())
-            if on_bound is not None:
-                on_bound(trivial_lb)
-
-            def consider(source):
-                plan = decode(problem, *values(), {"solver": self.name}, ends)
-                r = simulate(problem, plan)
-                if r.valid and r.total_time < best["time"] - 1e-12:
-                    best["plan"], best["time"] = plan, r.total_time
-                    if on_incumbent is not None:
-                        on_incumbent(plan, source)
-                return r
-
-            def on_event(model, event):
-                et = event.getType()
-                if et == SCIP_EVENTTYPE.BESTSOLFOUND:
-                    s = model.getBestSol()
-                    if model.getSolObjVal(s) / tscale < best["time"] - 1e-12:
-                        consider(self.name)
-                db = model.getDualbound()
-                if db / tscale > best["bound"] + 1e-12 and abs(db) < 1e19:
-                    best["bound"] = db / tscale  # over staged plans only: kept in stats
-                if stop is not None and stop.is_set():
-                    model.interruptSolve()
-
-            m.attachEventHandlerCallback(
-                on_event, [SCIP_EVENTTYPE.BESTSOLFOUND, SCIP_EVENTTYPE.NODESOLVED, SCIP_EVENTTYPE.LPSOLVED])
-            left = time_limit - (time.perf_counter() - t0)
-            m.setParam("limits/time", max(0.0, left))
-            if node_limit is not None:
-                m.setParam("limits/nodes", int(node_limit))
-            m.optimize()
-            status = m.getStatus()
-            stats.update({"scip_status": status, "solve_s": time.perf_counter() - t0 - build_s,
-                          "nodes": m.getNNodes()})
-            lb = m.getDualbound() / tscale if abs(m.getDualbound()) < 1e19 else float("-inf")
-            if m.getNSols() > 0:
-                r = consider(self.name)
-                if not r.valid:
+            def on_solution(model, sol):
+                r = offer(xm.decode(sol, {"solver": self.name}), self.name)
+                if r.valid:
+                    in_class[0] = min(in_class[0], r.total_time)
+                else:
                     stats["decode_error"] = r.error
-                stats["milp_objective"] = m.getSolObjVal(m.getBestSol()) / tscale
-            if status == "optimal":
-                lb = stats.get("milp_objective", lb)
-            stats["staged_lower_bound"] = max(best["bound"], lb)
-            milp_obj = stats.get("milp_objective", np.inf)
-            if best["plan"] is None:
-                # infeasible over staged plans does not prove that no plan exists
-                st = "no_solution"
-                stats["staged_infeasible"] = status == "infeasible"
-            elif status == "optimal" and best["time"] >= milp_obj - 1e-9 * max(1.0, abs(milp_obj)):
-                st = "optimal"  # optimal over staged plans, and nothing better is known
-            else:
-                st = "feasible"
-            return FormulationResult(st, best["plan"], best["time"], trivial_lb, stats)
-        finally:
-            m.free()
 
+            def on_dual(db):
+                if full and on_bound is not None:
+                    lb, note = check_bound(xm.objscale.bound(db), in_class[0], xm.objscale.tolerance(in_class[0]))
+                    if math.isfinite(lb) and not note:
+                        on_bound(lb)
+
+            res = run(xm.model, limits=lim, on_solution=on_solution, on_dual=on_dual)
+            stats.update(res.stats())
+            if res.has_solution:
+                stats["milp_objective"] = xm.objscale.real(xm.model.getSolObjVal(xm.model.getBestSol()))
+                if not math.isfinite(in_class[0]):
+                    on_solution(xm.model, xm.model.getBestSol())
+            res.reraise()
+            staged = xm.objscale.bound(res.dual) if res.dual is not None else -math.inf
+            if res.scip_status == "optimal" and "milp_objective" in stats:
+                staged = max(staged, min(stats["milp_objective"], in_class[0]))
+            staged, note = check_bound(staged, in_class[0], xm.objscale.tolerance(in_class[0]))
+            if note:
+                stats["bound_note"] = note
+            if not full:
+                stats["coarse_lower_bound"] = staged
+                staged = -math.inf
+            status = res.status if res.scip_status in ("optimal", "infeasible") else "feasible"
+            return status, staged
+
+    # ---------------------------------------------------------------- windows
+    def window_shape(self, problem) -> tuple[int, int]:
+        """``(stages, earlier nodes)`` of a window: about
+        ``window_variables`` variables (``stages x (stages + earlier)``
+        node-stages of ``compute devices + devices + links`` binaries and
+        about as many FREE)."""
+        bw, _ = problem.link_arrays
+        per = 2.0 * (int(problem.can_compute.sum()) + problem.n_devices + int((bw > 0).sum()))
+        w = int(max(2, math.sqrt(self.window_variables / (2.0 * per))))
+        return min(w, problem.graph.n), min(w, problem.graph.n)
+
+    def solve_windows(self, problem, plan, lim, seed, threads, offer, stats) -> None:
+        """Improve ``plan`` window by window until a pass changes nothing,
+        the limits pass, or every window was solved to optimality."""
+        base = staged_base(problem, plan)
+        if base is None:
+            stats["windows_skipped"] = "the incumbent has no per-node staged form"
+            return
+        R, S, X, cur = base
+        if cur is not plan:
+            offer(cur, f"{self.name}_windows")
+        cur_time = simulate(problem, cur).total_time
+        n = problem.graph.n
+        w, back = self.window_shape(problem)
+        wst = stats.setdefault("windows", {"solved": 0, "improved": 0, "passes": 0, "stages": w, "earlier": back})
+        for pas in range(1000):
+            if lim.expired():
+                break
+            wst["passes"] = pas + 1
+            shift = (w // 2) * (pas % 2)
+            starts = list(range(-shift if shift else 0, n, w))
+            wins = [(max(0, a), min(n, a + w)) for a in starts if min(n, a + w) > max(0, a)]
+            extra = {ab: self._window_extra(problem, R, X, *ab) for ab in wins}
+            # a window that pays nothing beyond its own nodes' cheapest computations cannot improve
+            wins = sorted((ab for ab in wins if extra[ab] > 1e-12 * max(1.0, cur_time)), key=lambda ab: -extra[ab])
+            if not wins:
+                break
+            improved, all_optimal = False, True
+            for k, (a, b) in enumerate(wins):
+                left = lim.left()
+                if lim.expired() or (math.isfinite(left) and left <= 0.5):
+                    all_optimal = False
+                    break
+                # at least a few build times each (most promising windows first), at most max_window_s
+                floor = 3.0 * self.window_variables / BUILD_RATE
+                share = min(left, max(left / (len(wins) - k), floor), self.max_window_s) \
+                    if math.isfinite(left) else self.max_window_s
+                out = self._solve_window(problem, (R, S, X), a, b, back, lim.share(share), seed, threads)
+                wst["solved"] += 1
+                all_optimal &= out[0] == "optimal"
+                if out[1] is not None:
+                    plan_w, arrs = out[1], out[2]
+                    r = offer(plan_w, f"{self.name}_window")
+                    if r.valid and _better(r.total_time, cur_time):
+                        R, S, X = arrs
+                        cur, cur_time = plan_w, r.total_time
+                        improved = True
+                        wst["improved"] += 1
+            if not improved and (all_optimal or pas >= 1):
+                break
+
+    @staticmethod
+    def _window_extra(problem, R, X, a, b) -> float:
+        """What the plan pays in stages ``[a, b)`` beyond computing their
+        own nodes once on the cheapest device: recomputations and copies."""
+        cost = problem.cost_matrix
+        can = problem.can_compute
+        tot = float((R[:, a:b] * np.where(can[:, None], cost, 0.0)[:, None, :]).sum())
+        bw, lat = problem.link_arrays
+        g = problem.graph
+        copies = 0.0
+        for s, d in zip(*np.nonzero(bw > 0), strict=True):
+            copies += float(X[s, d, a:b].sum(axis=0) @ (lat[s, d] + g.bytes / bw[s, d]))
+        own = float(np.where(can[:, None], cost, np.inf).min(axis=0)[a:b].sum())
+        return tot + copies - own
+
+    def _solve_window(self, problem, arrs, a, b, back, lim, seed, threads):
+        """Solve one window; ``(status, plan or None, arrays)``."""
+        R, S, X = arrs
+        n = problem.graph.n
+        fstage = np.zeros(n, dtype=bool)
+        fstage[a:b] = True
+        fnode = np.zeros(n, dtype=bool)
+        fnode[max(0, a - back):b] = True
+        try:
+            xm = XEngineModel(problem, fix=(R, S, X, fstage, fnode), limits=lim, seed=seed, threads=threads,
+                              name="xengine_window")
+        except BuildTimeout:
+            return "no_solution", None, None
+        with xm:
+            if xm.add_start(arrs) != "full":
+                return "error", None, None  # the window model must admit the plan it was cut from
+            apply_params(xm.model, self.params)
+            res = run(xm.model, limits=lim)
+            out = None
+            if res.has_solution:
+                sol = xm.model.getBestSol()
+                new = xm.arrays(lambda x: xm.model.getSolVal(sol, x))
+                if any((u != v).any() for u, v in zip(new, arrs, strict=True)):
+                    out = (decode(problem, *new, {"solver": self.name}), new)
+            res.reraise()
+        return res.scip_status, *(out if out is not None else (None, None))
+
+    # ------------------------------------------------------------------ starts
     @staticmethod
     def _starts(problem: Problem, incumbent, coarse: bool = False):
         """Warm-start candidates: the incumbent, then the frontier-ordered
@@ -395,32 +424,3 @@ class XEngineMILP(Formulation):
         cands.sort(key=lambda c: c[:2])
         out.extend((c[2], "heft") for c in cands)
         return out
-
-    @staticmethod
-    def _add_start(m, problem, arrs, R, S, X, F, U, mb, ends) -> str:
-        """Full warm start from staged arrays (FREE and U by their
-        definitions); a partial one if the full start is infeasible."""
-        Ra, Sa, Xa = arrs
-        sol = m.createSol()
-        for (d, t, i), x in R.items():
-            m.setSolVal(sol, x, float(Ra[d, t, i]))
-        for (d, t, i), x in S.items():
-            m.setSolVal(sol, x, float(Sa[d, t, i]))
-        for (a, b, t, i), x in X.items():
-            m.setSolVal(sol, x, float(Xa[a, b, t, i]))
-        fval, uval = staged_memory(problem, Ra, Sa, Xa, ends, mb)
-        for key, f in F.items():
-            m.setSolVal(sol, f, fval.get(key, 0.0))
-        for key, u in U.items():
-            m.setSolVal(sol, u, max(uval[key], 0.0))
-        if m.checkSol(sol, printreason=False, original=True):
-            m.addSol(sol, free=True)
-            return "full"
-        m.freeSol(sol)
-        ps = m.createPartialSol()
-        for (d, t, i), x in R.items():
-            m.setSolVal(ps, x, float(Ra[d, t, i]))
-        for (a, b, t, i), x in X.items():
-            m.setSolVal(ps, x, float(Xa[a, b, t, i]))
-        m.addSol(ps)
-        return "partial"

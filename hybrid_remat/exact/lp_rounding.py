@@ -8,12 +8,14 @@
    under the budget").
 3. Deterministic sweep: for each LP solution and each threshold
    ``tau in {0.1, ..., 0.9}`` round ``S' = [S* >= tau]``, take the minimal
-   ``R`` for it (:func:`~hybrid_remat.exact.checkmate.solve_r_opt`), decode
+   ``R`` for it (:func:`~hybrid_remat.core.staged.solve_r_opt`), decode
    and simulate; keep the cheapest plan within the budget.
 
-The LP is solved by SCIP (a model with no integer variables).  Models too
-large for ``max_items`` (variables plus rows) use coarser stages; the bound
-is then not reported (it would only cover the coarser class).
+The LP is solved by SCIP (a model with no integer variables, through
+:mod:`hybrid_remat.exact._scip`).  Models too large for ``max_items``
+(variables plus rows) use coarser stages; the bound is then not reported (it
+would only cover the coarser class).  The bound's scope is the staged class
+of the reference order (``bound_scope = "staged"``).
 
 Examples
 --------
@@ -26,12 +28,16 @@ Examples
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
 from ..interfaces import Heuristic
+from ..limits import Limits
 from ..simulate import simulate
+from ._scip import check_bound, run
+from .checkmate import STAGED_SCOPE, BuildTimeout, CheckmateModel, estimate_size, stage_starts
 
 __all__ = ["LPRounding"]
 
@@ -46,80 +52,88 @@ class LPRounding(Heuristic):
     max_items : int
         Largest model (variables + rows) built; beyond it stages are grouped.
     time_fraction : float
-        Share of the remaining time (when ``anytime_solve`` passes a
-        deadline) the LPs may use.
+        Share of the remaining time (when the caller passes a deadline) the
+        LPs may use.
     reduced_budget : float
         Budget factor of the second LP (Checkmate: 0.9).
     """
 
     name = "lp_rounding"
-    version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget"})
+    version = "2"
+    capabilities = frozenset({"dag", "chain", "single_device", "serial", "needs_budget", "honours_limits"})
     rank = 50.0
+    bound_scope = STAGED_SCOPE
 
     def __init__(self, max_items: int = 40_000, reduced_budget: float = 0.9, time_fraction: float = 0.05):
         self.max_items = int(max_items)
         self.reduced_budget = float(reduced_budget)
         self.time_fraction = float(time_fraction)
 
-    def run(self, problem, *, seed: int = 0):
-        return self.run_detailed(problem, seed=seed)["plan"]
+    def run(self, problem, *, seed: int = 0, limits=None):
+        return self.run_detailed(problem, seed=seed, limits=limits)["plan"]
 
-    def run_detailed(self, problem, *, seed: int = 0, deadline: float | None = None) -> dict:
-        """``{"plan", "lower_bound", "objective", "stats"}``; ``plan`` is
-        ``None`` when no rounding fits the budget (or the deadline passed)."""
-        from ..exact.checkmate import BuildTimeout, CheckmateModel, estimate_size, stage_starts
+    def predict_seconds(self, problem) -> float:
+        """Seconds to build the LP (pyscipopt builds about 40k items/s)."""
+        from .checkmate import BUILD_RATE
 
-        out = {"plan": None, "lower_bound": None, "objective": float("inf"), "stats": {}}
-        if not problem.is_single_device:
-            return out
-        if deadline is not None:  # take at most a share of what is left
-            now = time.perf_counter()
-            deadline = now + max(0.0, deadline - now) * self.time_fraction
+        return min(self.max_items, self._size(problem)[1]) / BUILD_RATE
+
+    def _size(self, problem):
         g = problem.graph
         size = 1
         while True:
             starts = stage_starts(g.n, size)
             est = estimate_size(g, starts)
             if est["vars"] + est["rows"] <= self.max_items or size >= g.n:
-                break
+                return starts, est["vars"] + est["rows"], size
             size = max(size + 1, int(size * 1.25))
+
+    def run_detailed(self, problem, *, seed: int = 0, deadline: float | None = None, limits=None) -> dict:
+        """``{"plan", "lower_bound", "objective", "stats"}``; ``plan`` is
+        ``None`` when no rounding fits the budget (or the limits passed).
+        ``deadline`` (a ``time.perf_counter()`` value) is the older form of
+        ``limits``; the LPs take ``time_fraction`` of the time left."""
+        out = {"plan": None, "lower_bound": None, "objective": float("inf"), "stats": {}}
+        if not problem.is_single_device:
+            return out
+        lim = limits if limits is not None else Limits()
+        if deadline is not None:
+            lim = lim.share(max(0.0, deadline - time.perf_counter()))
+        left = lim.left()
+        if math.isfinite(left):  # take at most a share of what is left
+            lim = lim.share(left * self.time_fraction)
+        g = problem.graph
+        starts, _, size = self._size(problem)
         out["stats"]["stage_size"] = size
-        cm = None
         try:
-            try:
-                cm = CheckmateModel(problem, starts=starts, integral=False, deadline=deadline)
-            except BuildTimeout:
-                out["stats"]["skipped"] = "deadline"
-                return out
+            cm = CheckmateModel(problem, starts=starts, integral=False, limits=lim, seed=seed)
+        except BuildTimeout:
+            out["stats"]["skipped"] = "deadline"
+            return out
+        with cm:
             m = cm.model
-            m.setParam("randomization/randomseedshift", int(seed) % 2**31)
-            m.setParam("lp/threads", 1)
             candidates = []
             full_budget_units = cm.scale.budget
             for factor in (1.0, self.reduced_budget):
-                if deadline is not None:
-                    left = deadline - time.perf_counter()
-                    if left <= 0:
-                        break
-                    m.setParam("limits/time", left)
+                if lim.expired():
+                    break
                 if factor != 1.0:
                     m.freeTransform()
                     ub = float(int(full_budget_units * factor))
                     for u in cm.U.values():
                         m.chgVarUb(u, ub)
-                m.optimize()
-                if m.getStatus() != "optimal":
-                    out["stats"][f"lp_{factor}"] = m.getStatus()
+                res = run(m, limits=lim)
+                res.reraise()
+                if res.scip_status != "optimal":
+                    out["stats"][f"lp_{factor}"] = res.scip_status
                     continue
                 Sstar = np.zeros((cm.T, g.n))
                 for (s, i), v in cm.S.items():
                     Sstar[s, i] = m.getVal(v)
                 if factor == 1.0:
-                    lp_value = cm.objective_value(m.getObjVal())
-                    out["stats"]["lp_value"] = lp_value
-                    if cm.scale.exact and size == 1:
-                        out["lower_bound"] = lp_value
+                    out["stats"]["lp_value"] = cm.objective_value(m.getObjVal())
+                    if cm.scale.exact and size == 1 and res.dual is not None:
+                        out["lower_bound"] = cm.objscale.bound(res.dual)
                 candidates.append(Sstar)
             best = None
             seen = set()
@@ -139,7 +153,10 @@ class LPRounding(Heuristic):
                         best = (sim.total_time, plan)
             if best is not None:
                 out["objective"], out["plan"] = best
-            return out
-        finally:
-            if cm is not None:
-                cm.free()
+        if out["lower_bound"] is not None and best is not None:
+            # a rounded plan is a staged plan of the same order: the bound may not exceed it
+            lb, note = check_bound(out["lower_bound"], best[0], cm.objscale.tolerance(best[0]))
+            out["lower_bound"] = lb if np.isfinite(lb) else None
+            if note:
+                out["stats"]["bound_note"] = note
+        return out

@@ -1,0 +1,204 @@
+"""The run loop: solve in a worker thread, report incumbents and trusted
+bounds as found, stop on the flag or the deadline, pass Ctrl-C on (see
+the package docstring).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .model import set_limits
+from .status import status_of, trusted_dual
+
+__all__ = ["run", "RunResult", "solve_limits", "DEFAULT_SECONDS"]
+
+#: the time limit of a formulation called with neither ``limits`` nor ``time_limit`` (the legacy default)
+DEFAULT_SECONDS = 60.0
+
+
+def solve_limits(limits=None, *, time_limit=None, node_limit=None, stop=None):
+    """The :class:`~hybrid_remat.limits.Limits` a formulation's ``solve``
+    works within: ``limits`` merged with the legacy keywords
+    (:meth:`~hybrid_remat.interfaces.Formulation.limits_of`),
+    :data:`DEFAULT_SECONDS` when neither ``limits`` nor ``time_limit`` is
+    given, and always a stop flag (a private one when the caller has none).
+
+    Examples
+    --------
+    >>> lim = solve_limits(node_limit=10)
+    >>> lim.nodes, 0 < lim.left() <= DEFAULT_SECONDS, lim.stop is not None
+    (10, True, True)
+    """
+    from dataclasses import replace
+
+    from ...interfaces import Formulation
+
+    if limits is None and time_limit is None:
+        time_limit = DEFAULT_SECONDS
+    lim = Formulation.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+    return lim if lim.stop is not None else replace(lim, stop=threading.Event())
+
+
+#: model -> [the current run's event callback]; one SCIP event handler per model, however often it is run
+_EVENT_HOLDERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _event_holder(model) -> list:
+    from pyscipopt import SCIP_EVENTTYPE
+
+    holder = _EVENT_HOLDERS.get(model)
+    if holder is None:
+        holder = [None]
+
+        def dispatch(m, event, _holder=holder):
+            cb = _holder[0]
+            if cb is not None:
+                cb(m, event)
+
+        model.attachEventHandlerCallback(
+            dispatch,
+            [SCIP_EVENTTYPE.BESTSOLFOUND, SCIP_EVENTTYPE.NODESOLVED, SCIP_EVENTTYPE.LPSOLVED,
+             SCIP_EVENTTYPE.DUALBOUNDIMPROVED],
+            name="hybrid_remat_run",
+        )
+        _EVENT_HOLDERS[model] = holder
+    return holder
+
+
+@dataclass
+class RunResult:
+    """What :func:`run` saw.
+
+    Attributes
+    ----------
+    scip_status : str
+    status : str
+        :func:`status_of` the SCIP status (``optimal`` means optimal *for the
+        model*, which may be a restriction).
+    has_solution : bool
+    dual : float or None
+        The trusted dual bound in model units (best seen during the solve).
+    nodes : int
+    seconds : float
+    interrupted : bool
+        A Ctrl-C arrived (see :meth:`reraise`).
+    errors : list of str
+        Exceptions raised by callbacks (SCIP was interrupted).
+    """
+
+    scip_status: str
+    status: str
+    has_solution: bool
+    dual: float | None
+    nodes: int
+    seconds: float
+    interrupted: bool = False
+    errors: list = field(default_factory=list)
+
+    def reraise(self) -> None:
+        """Raise ``KeyboardInterrupt`` if a Ctrl-C arrived during the solve."""
+        if self.interrupted:
+            raise KeyboardInterrupt
+
+    def stats(self) -> dict:
+        """The figures formulations put in their ``stats``."""
+        out = {"scip_status": self.scip_status, "nodes": self.nodes, "solve_s": round(self.seconds, 3)}
+        if self.errors:
+            out["callback_errors"] = self.errors[:3]
+        return out
+
+
+def run(model, *, limits=None, on_solution: Callable | None = None, on_dual: Callable | None = None) -> RunResult:
+    """Solve ``model`` within ``limits``, reporting as it goes.
+
+    Parameters
+    ----------
+    model : pyscipopt.Model
+        Built, with its start added; :func:`set_limits` is applied here.
+    limits : Limits, optional
+        Deadline, node limit and stop flag (``limits.stop``; a private flag
+        when ``None``).
+    on_solution : callable, optional
+        ``on_solution(model, sol)`` for each new best solution, in the SCIP
+        thread (read values with ``model.getSolVal(sol, var)``).
+    on_dual : callable, optional
+        ``on_dual(value)`` with each improved trusted dual bound (model
+        units), in the SCIP thread.
+
+    Callbacks must not raise; if one does, SCIP is interrupted and the error
+    is listed in :attr:`RunResult.errors`.  The caller raises
+    ``KeyboardInterrupt`` (:meth:`RunResult.reraise`) after collecting its
+    results.
+    """
+    from pyscipopt import SCIP_EVENTTYPE
+
+    t0 = time.perf_counter()
+    stop = getattr(limits, "stop", None) or threading.Event()
+    deadline = getattr(limits, "deadline", math.inf)
+    we_stopped = threading.Event()
+    errors: list = []
+    best_dual = [None]
+    set_limits(model, limits)
+
+    def on_event(m, event):
+        try:
+            if event.getType() == SCIP_EVENTTYPE.BESTSOLFOUND and on_solution is not None:
+                on_solution(m, m.getBestSol())
+            db = trusted_dual(m)
+            if db is not None and (best_dual[0] is None or db > best_dual[0]):
+                best_dual[0] = db
+                if on_dual is not None:
+                    on_dual(db)
+            if stop.is_set() or we_stopped.is_set() or time.perf_counter() > deadline:
+                we_stopped.set()
+                m.interruptSolve()
+        except Exception as e:  # never let a callback error escape into SCIP
+            errors.append(repr(e))
+            we_stopped.set()
+            with contextlib.suppress(Exception):
+                m.interruptSolve()
+
+    holder = _event_holder(model)
+    holder[0] = on_event
+    worker_error: list = []
+
+    def work():
+        try:
+            model.optimizeNogil()
+        except Exception as e:
+            worker_error.append(repr(e))
+
+    th = threading.Thread(target=work, name="scip-solve", daemon=True)
+    th.start()
+    interrupted = False
+    try:
+        while th.is_alive():
+            th.join(0.1)
+            if stop.is_set():
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    if th.is_alive():
+        we_stopped.set()  # the event handler interrupts SCIP from its own thread (never call SCIP from here)
+        th.join()
+    if worker_error:
+        errors.append(worker_error[0])
+    status = model.getStatus()
+    if status == "userinterrupt" and not we_stopped.is_set() and not stop.is_set() and not errors:
+        interrupted = True  # SCIP caught a Ctrl-C itself (misc/catchctrlc): pass it on
+    if interrupted:
+        stop.set()
+    has_sol = model.getNSols() > 0
+    db = trusted_dual(model, status)
+    if db is not None and (best_dual[0] is None or db > best_dual[0]):
+        best_dual[0] = db
+    holder[0] = None
+    lib_status = "error" if worker_error else status_of(status, has_sol)
+    return RunResult(status, lib_status, has_sol, best_dual[0], int(model.getNNodes()),
+                     time.perf_counter() - t0, interrupted, errors)
