@@ -68,7 +68,7 @@ def test_cut_bound_is_tight_on_a_small_training_graph():
     for B in range(min_feasible_budget(g), keep_all_peak(g) + 1):
         p = Problem.single(g, B)
         lb = cut_lower_bound(p)
-        assert lb.method in ("knapsack", "chains")
+        assert lb.method in ("knapsack", "chains", "lp")
         got.append((lb.value, brute_force_optimum(p)))
     assert got == [(36.0, 36.0), (33.0, 33.0), (31.0, 31.0), (30.0, 30.0)]
 
@@ -250,7 +250,9 @@ def test_chains_lp_lies_between_the_knapsack_lp_and_the_chains_milp(seed):
         lp = _closure_lp_bound(g, t, anc, items, cost, g.bytes, B)
         milp = _closure_bound(g, t, anc, items, cost, g.bytes, B)
         opt = brute_force_optimum(p)
-        assert lp is not None and lb.extra - 1e-9 <= lp <= milp + 1e-9 and p.base_cost + lp <= opt + 1e-9
+        # the MILP's bound is lowered by SCIP's tolerance (relative to the data): equal within it
+        assert lp is not None and lb.extra - 1e-9 <= lp <= milp + 1e-5 * max(1.0, abs(milp))
+        assert p.base_cost + lp <= opt + 1e-9
         timed = cut_lower_bound(p, limits=Limits.seconds(600))
         assert p.base_cost + lp - 1e-9 <= timed.value <= opt + 1e-9
         checked += 1

@@ -119,8 +119,6 @@ def _issue_example(scale: float) -> Problem:
     return Problem.single(g, 21)
 
 
-@pytest.mark.xfail(strict=True, reason="the cut bound's small MILPs (exact/bounds.py, owner: blocks) must scale their "
-                                       "costs with _scip.ObjectiveScale and report ObjectiveScale.bound(dual)")
 def test_the_issue_example_cut_bound_at_1e9_seconds():
     from hybrid_remat.exact.bounds import cut_lower_bound
 

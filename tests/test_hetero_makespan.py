@@ -125,7 +125,7 @@ def tiny(rng, scale=1.0, n_hi=4, objective="makespan"):
     return Problem(g, [Device("gpu", "gpu", need + int(rng.integers(0, 2))),
                        Device("cpu", "cpu", need + int(rng.integers(0, 3)))],
                    [Link("gpu", "cpu", 1.0 / scale, float(rng.integers(0, 2)) * scale),
-                    Link("cpu", "gpu", 1.0 / scale, float(rng.integers(0, 2)) * scale)]).with_objective("makespan")
+                    Link("cpu", "gpu", 1.0 / scale, float(rng.integers(0, 2)) * scale)]).with_objective(objective)
 
 
 def test_makespan_model_equals_the_exhaustive_search_of_its_class():

@@ -13,6 +13,7 @@ Examples
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -54,23 +55,31 @@ def scip_model(name: str, node_limit: int, limits: Limits):
     return m
 
 
+def _node_limits(limits, node_limit: int) -> Limits:
+    lim = limits or Limits()
+    return replace(lim, nodes=node_limit if lim.nodes is None else min(node_limit, lim.nodes))
+
+
 def _cover_exact(cost, size, need, node_limit: int = 2_000, limits=None) -> float | None:
-    """Least cost of whole items covering ``need`` (SCIP), or ``None`` when not proven."""
+    """Least cost of whole items covering ``need`` (SCIP, objective scaled so
+    its tolerance is relative to the data), or ``None`` when not proven."""
     from pyscipopt import quicksum
+
+    from ._scip import ObjectiveScale, run, scip_model
 
     if need <= 0:
         return 0.0
     ok = np.flatnonzero(size > 0)
-    m = scip_model("cover", node_limit, limits or Limits())
-    try:
-        x = [m.addVar(vtype="B", obj=float(cost[i])) for i in ok]
+    sc = ObjectiveScale.of(cost[ok])
+    with scip_model("cover") as m:
+        x = [m.addVar(vtype="B", obj=sc.coef(cost[i])) for i in ok]
         m.addCons(quicksum(float(size[i]) * xi for i, xi in zip(ok, x, strict=True)) >= float(need))
-        m.optimize()
-        if m.getStatus() != "optimal":
+        res = run(m, limits=_node_limits(limits, node_limit))
+        if res.status != "optimal" or res.dual is None:
+            res.reraise()
             return None
-        return float(m.getDualbound())
-    finally:
-        m.free()
+        res.reraise()
+        return max(0.0, sc.bound(res.dual))
 
 
 def _closure_bound(graph, t, anc, needed, cost, size, budget, node_limit: int = 2_000, limits=None) -> float | None:
@@ -78,28 +87,30 @@ def _closure_bound(graph, t, anc, needed, cost, size, budget, node_limit: int = 
     after the cut needs its inputs then, so each input is resident at the cut
     or computed after it too.  ``x_v``: ``v`` resident at the cut, ``r_v``:
     computed after it, over ``t``'s ancestors; ``t``'s inputs are resident.
-    Returns the dual bound (valid at a node or time limit too), or ``None``."""
+    Returns the trusted dual bound in real units (valid at a node or time
+    limit too; the objective is scaled so its tolerance is relative to the
+    data), or ``None``."""
     from pyscipopt import quicksum
 
+    from ._scip import ObjectiveScale, run, scip_model
+
     nodes = np.flatnonzero(anc).tolist()
-    m = scip_model("closure", node_limit, limits or Limits())
-    try:
+    sc = ObjectiveScale.of(cost[nodes]) if nodes else ObjectiveScale()
+    with scip_model("closure") as m:
         preds_t = set(graph.preds(t).tolist())
         x = {v: m.addVar(vtype="B", lb=1.0 if v in preds_t else 0.0) for v in nodes}
-        r = {v: m.addVar(vtype="B", obj=float(cost[v])) for v in nodes}
+        r = {v: m.addVar(vtype="B", obj=sc.coef(cost[v])) for v in nodes}
         for v in nodes:
             if needed[v]:
                 m.addCons(x[v] + r[v] >= 1)
             for u in graph.preds(v).tolist():
                 m.addCons(x[u] + r[u] - r[v] >= 0)
         m.addCons(quicksum(float(size[v]) * x[v] for v in nodes) <= float(budget - size[t]))
-        m.optimize()
-        if m.getStatus() == "infeasible":
+        res = run(m, limits=_node_limits(limits, node_limit))
+        res.reraise()
+        if res.status == "infeasible" or res.dual is None or abs(res.dual) >= 1e19:
             return None
-        db = m.getDualbound()
-        return max(0.0, float(db)) if abs(db) < 1e19 else None
-    finally:
-        m.free()
+        return max(0.0, sc.bound(res.dual))
 
 
 def _closure_lp_bound(graph, t, anc, needed, cost, size, budget, limits=None) -> float | None:
