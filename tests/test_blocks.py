@@ -132,7 +132,8 @@ def test_block_bound_and_plan_agree_with_brute_force(seed):
         opt = brute_force_optimum(p)
         lb = block_lower_bound(p)
         assert p.base_cost - 1e-9 <= lb.value <= opt + 1e-9
-        assert lb.value <= cut_lower_bound(p).value + 1e-9      # a relaxation of the chains cut
+        # a relaxation of the chains cut (whose MILP bound is lowered by SCIP's tolerance, relative to the data)
+        assert lb.value <= cut_lower_bound(p).value * (1 + 1e-5)
         tight += lb.value == pytest.approx(opt)
         r = solve_blocks(p)
         if r.plan is not None:
@@ -155,7 +156,7 @@ def test_blocks_formulation_proves_the_optimum_over_every_plan():
         r = BlocksFormulation().solve(p)
         assert simulate(p, r.plan).valid
         assert r.status == "optimal" and r.objective == pytest.approx(r.lower_bound)
-        assert r.lower_bound <= cut_lower_bound(p).value + 1e-9
+        assert r.lower_bound <= cut_lower_bound(p).value * (1 + 1e-5)
         got.append(r.objective)
     assert got == [215.0, 213.0, 211.0]
 
