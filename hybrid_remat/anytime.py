@@ -24,7 +24,10 @@ need more than the time left is skipped, with the reason in the report.
 
 Statuses.  ``optimal`` only when a plan reaches a bound over every plan
 (``Result.lower_bound`` is always such a bound; ``Result.bound_source`` says
-where it came from); the solve then stops at once.  A restricted class's
+where it came from), to within a relative 2e-6 (bounds from exact models are
+lowered by their solver's tolerance to stay valid,
+:data:`hybrid_remat.portfolio.ledger.OPTIMALITY_RTOL`); the solve then stops
+at once.  A restricted class's
 bound (the staged Checkmate model's) is reported as
 ``Result.class_bound`` with ``Result.class_bound_scope``, never as
 optimality: a class optimum is ``feasible``.  ``infeasible`` when a bound
@@ -87,7 +90,8 @@ class Result:
     gap : float
         ``(objective - lower_bound) / objective`` (``inf`` without a plan).
     status : str
-        ``optimal`` (``plan`` reaches ``lower_bound``), ``feasible``,
+        ``optimal`` (``plan`` reaches ``lower_bound``, to within a relative
+        2e-6), ``feasible``,
         ``infeasible`` (a bound over every plan is ``+inf``) or
         ``no_solution``.
     history : list of (seconds, objective, bound, source)

@@ -290,8 +290,10 @@ class LNS(LocalSearch):
                 time_limit: float | None = None, max_iters: int | None = -1, stop=None, on_improve=None):
         moves = self.max_iters if max_iters == -1 else max_iters
         lim = self._limits(limits, time_limit, stop)
+        if moves is None and lim.nodes is not None:  # a node limit counts moves, with or without a deadline
+            moves = lim.nodes
         if moves is None and lim.deterministic and lim.work is None:
-            moves = lim.nodes if lim.nodes is not None else self.UNBOUNDED_MOVES
+            moves = self.UNBOUNDED_MOVES
         return super().improve(problem, plan, seed=seed, limits=lim, on_incumbent=on_incumbent, shared=shared,
                                max_iters=moves, on_improve=on_improve)
 

@@ -50,6 +50,11 @@ from ..simulate import simulate
 
 __all__ = ["Ledger", "SourceReport", "Improvement", "better"]
 
+#: a plan within this relative distance of a bound over every plan is optimal: bounds from exact models are
+#: lowered by their solver's tolerance (1e-6 relative, ``exact._scip.BOUND_RTOL``) to stay valid, so a tie
+#: can only be proved up to it
+OPTIMALITY_RTOL = 2e-6
+
 
 @dataclass
 class SourceReport:
@@ -153,8 +158,10 @@ class Ledger:
         return max(0.0, (self.value - self.bound) / self.value) if self.value > 0 else 0.0
 
     def closed(self) -> bool:
-        """A plan reaches a bound over every plan: nothing can beat it."""
-        return self.plan is not None and self.bound >= self.value - self.tolerance(self.value)
+        """A plan reaches a bound over every plan (within :data:`OPTIMALITY_RTOL`
+        of its value): nothing can beat it by more than that."""
+        return self.plan is not None and self.bound >= self.value - max(
+            self.tolerance(self.value), OPTIMALITY_RTOL * abs(self.value))
 
     def proved_infeasible(self) -> bool:
         """A bound over every plan is ``+inf``: no plan exists."""
