@@ -15,7 +15,10 @@ removed (which can only lower memory).
 
 :class:`LiftedSingleDevice` runs every registered single-device heuristic
 on the GPU alone through the portfolio runner, lifts the best plans and
-keeps the best by ``problem.objective``.
+keeps the best by ``problem.objective``.  ``anytime_solve`` does more on a
+multi-device problem (the whole one-device portfolio of every device, lifted
+the same way: the :class:`~hybrid_remat.portfolio.reduce.OneDevice`
+reduction), so it runs this heuristic only when named.
 
 Examples
 --------
@@ -244,12 +247,17 @@ def single_device_portfolio(sub: Problem, *, exclude=(), seed: int = 0, limits: 
 
 class LiftedSingleDevice(Heuristic):
     """The best single-device (GPU) plans of the portfolio, lifted with host
-    offload (:func:`lift_plan`, both policies); best by ``problem.objective``."""
+    offload (:func:`lift_plan`, both policies); best by ``problem.objective``.
+
+    Not run by default: ``anytime_solve`` reduces a multi-device problem to
+    each device alone and lifts the whole one-device portfolio's plans
+    (:mod:`hybrid_remat.portfolio.reduce`), which includes what this does."""
 
     name = "hetero_lift"
-    version = "2"
+    version = "3"
     capabilities = frozenset({"dag", "chain", "multi_device", "needs_budget", "honours_limits", "serial", "makespan"})
     rank = 5.0
+    run_by_default = False
 
     #: share of the limits that the single-device portfolio may use (the rest lifts and simulates)
     PORTFOLIO_SHARE = 0.8
@@ -261,9 +269,14 @@ class LiftedSingleDevice(Heuristic):
         """Nothing of its own to compile: its heuristics are warmed with the rest."""
 
     def run(self, problem: Problem, *, seed: int = 0, limits: Limits | None = None):
+        from ..portfolio.reduce import OneDevice
+
         limits = limits or NO_LIMITS
-        sub = gpu_only_problem(problem)
-        if sub is None or problem.is_single_device:
+        if problem.is_single_device:
+            return None
+        red = OneDevice(problem.primary.name)
+        sub = red.apply(problem)
+        if sub is None:
             return None
         left = limits.left()
         inner = limits.share(self.PORTFOLIO_SHARE * left) if np.isfinite(left) else limits
@@ -271,9 +284,7 @@ class LiftedSingleDevice(Heuristic):
         for name, plan, _ in single_device_portfolio(sub, exclude=(self.name,), seed=seed, limits=inner)[: self.top]:
             if limits.expired() and best is not None:
                 break
-            plan = plan.renamed([sub.primary.name] * len(plan.devices)) if len(plan.devices) == 1 else plan
-            for policy in ("serial", "all"):
-                lifted = lift_plan(problem, plan, policy=policy)
+            for _, lifted in red.invert(problem, plan, ("serial", "all")):
                 r = simulate(problem, lifted)
                 if not r.valid:
                     continue

@@ -264,6 +264,12 @@ class Ledger:
         with self._lock:
             self.stats["formulations"][name] = stats
 
+    def add_reduction(self, name: str, facts: dict) -> None:
+        """Keep what a reduction's sub-run found (its status, value, bound)
+        under ``stats["reductions"][name]``."""
+        with self._lock:
+            self.stats.setdefault("reductions", {})[name] = dict(facts)
+
     def seal(self) -> None:
         """Accept nothing more (a component left running past the end)."""
         with self._lock:

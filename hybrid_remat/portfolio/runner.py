@@ -22,6 +22,13 @@ is installed: the handler only sets a flag; every running task is asked to
 stop and the runner returns within about a second with the best plan
 (:attr:`PortfolioRun.signal` names the signal).
 
+Reductions.  On a multi-device problem the reductions
+(:mod:`~hybrid_remat.portfolio.reduce`) run first, in this process's main
+thread: each solves its reduced problem with this very runner (the same
+worker count, seed and limits, its own ledger) until its share of the time
+left, passing its plans and bounds on as they come; the caller's stop flag,
+a signal or a closed gap stops it too.
+
 Stopping early.  When a plan reaches a bound over every plan (or a bound
 over every plan is ``+inf``) every task is asked to stop and the rest are
 skipped ("gap closed").
@@ -211,8 +218,27 @@ class _Run:
             pool.finish()
 
     # ------------------------------------------------------------ schedules
+    def reduce(self) -> None:
+        """Run the reductions (phase ``reduce``) one after the other."""
+        for t in self.sched.reduce:
+            why = self.why_not() or t.obj.skip_reason(self.problem, self.ledger.value)
+            if why:
+                self.skip(t, why)
+                continue
+            left = self.deadline - now()
+            t.obj.run(self.problem, self.ledger, deadline=min(self.deadline, now() + t.obj.share * left),
+                      seed=self.seed, nodes=self.nodes, work=self.work, workers=self.workers, stop=self.stopping,
+                      second_round_min_s=self.min_round, second_round_margin_s=self.margin)
+            self.check()
+
+    def stopping(self) -> bool:
+        """Whether a nested run must stop: a signal, the caller's flag, the gap closed."""
+        self.check()
+        return self.halt.is_set()
+
     def serial(self) -> None:
         s = self.sched
+        self.reduce()
         for t in s.construct:
             self.step(t)
         for t in s.polish:
@@ -237,6 +263,7 @@ class _Run:
 
     def parallel(self) -> None:
         s = self.sched
+        self.reduce()
         tasks = list(s.construct) + list(s.polish) + list(s.long)
         tmp = tempfile.mkdtemp(prefix="hybrid_remat_portfolio_")
         try:
@@ -257,7 +284,7 @@ class _Run:
 
 
 def run_portfolio(problem, *, deadline: float, heuristics=(), bounds=(), improvers=(), formulations=(),
-                  workers: int = 1, seed: int = 0, node_limit: int | None = None, work_limit: int | None = None,
+                  reductions=(), workers: int = 1, seed: int = 0, node_limit: int | None = None, work_limit: int | None = None,
                   stop=None, on_improve=None, signals=("SIGINT",), second_round_min_s: float = 5.0,
                   second_round_margin_s: float = 2.0, ledger: Ledger | None = None, table=None,
                   scheduler: Scheduler | None = None) -> PortfolioRun:
@@ -268,6 +295,8 @@ def run_portfolio(problem, *, deadline: float, heuristics=(), bounds=(), improve
     ----------
     heuristics, bounds, improvers, formulations : sequences of objects
         Already resolved (names are the caller's business).
+    reductions : sequence of SubPortfolio
+        Run first (:func:`~hybrid_remat.portfolio.reduce.reductions_for`).
     workers : int
         1: in this process (module docstring); more: forked workers.
     node_limit, work_limit : int, optional
@@ -288,7 +317,7 @@ def run_portfolio(problem, *, deadline: float, heuristics=(), bounds=(), improve
     """
     ledger = ledger or Ledger(problem, on_improve=on_improve)
     sched = scheduler or Scheduler(problem, heuristics=heuristics, bounds=bounds, improvers=improvers,
-                                   formulations=formulations, table=table)
+                                   formulations=formulations, reductions=reductions, table=table)
     for kind, obj, why in sched.skipped:
         ledger.add_report(SourceReport(getattr(obj, "name", type(obj).__name__), kind, "skipped", note=why))
     ctx = fork_context()
@@ -298,7 +327,7 @@ def run_portfolio(problem, *, deadline: float, heuristics=(), bounds=(), improve
     with catch_signals(signals, run.on_signal):
         try:
             if math.isfinite(deadline) and deadline <= now():
-                for t in list(sched.construct) + list(sched.polish) + list(sched.long):
+                for t in list(sched.reduce) + list(sched.construct) + list(sched.polish) + list(sched.long):
                     run.skip(t, "time limit")
             elif workers > 1:
                 run.parallel()
