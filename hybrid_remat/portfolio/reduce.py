@@ -63,7 +63,6 @@ Examples
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -75,28 +74,19 @@ from ..limits import now
 from ..plan import OP_COPY, Plan
 from ..problem import Device, Problem
 from .calls import call_improver
-from .ledger import Ledger, SourceReport
+from .ledger import Ledger, SourceReport, plan_key
 
 __all__ = ["OneDevice", "MergedDevices", "SubPortfolio", "ThroughReduction", "Reductions", "reductions_for",
            "REDUCE_SHARE", "OTHER_DEVICE_SHARE", "MERGED_SHARE"]
 
 #: share of the time left that the first (cheapest) device's sub-run gets, by objective
-REDUCE_SHARE = {"serial": 0.75, "makespan": 0.5}
+REDUCE_SHARE = {"serial": 0.9, "makespan": 0.5}
 #: share of the time left that each further device's sub-run gets
 OTHER_DEVICE_SHARE = 0.25
 #: share of the time left that the merged problem's bounds get
 MERGED_SHARE = 0.25
 #: lifted plans a reduction remembers (to map them back for the improvers)
 MEMO_SIZE = 64
-
-
-def plan_key(plan: Plan) -> bytes:
-    """A digest of a plan's steps and device names."""
-    h = hashlib.blake2b(digest_size=16)
-    for a in (plan.op, plan.node, plan.device, plan.target):
-        h.update(np.ascontiguousarray(a).tobytes())
-    h.update("\0".join(plan.devices).encode())
-    return h.digest()
 
 
 class OneDevice:
@@ -141,11 +131,14 @@ class OneDevice:
         out = [("", raw)]
         if (raw.op == OP_COPY).any():
             return out
+        keys = set()
         for policy in policies:
             lifted = lift_plan(problem, raw, policy=policy)
-            if lifted.meta.get("offloads") and all(lifted != q for _, q in out):
+            key = plan_key(lifted)
+            if lifted.meta.get("offloads") and key not in keys:
+                keys.add(key)
                 out.append(("+offload" if policy == "serial" else f"+offload_{policy}", lifted))
-                self._remember(lifted, raw)
+                self._remember(key, raw)
         return out
 
     def forward(self, problem: Problem, plan: Plan) -> Plan | None:
@@ -165,8 +158,8 @@ class OneDevice:
         return Plan(plan.op, plan.node, np.zeros(len(plan), np.int64), np.full(len(plan), -1, np.int64),
                     [self.device], plan.meta)
 
-    def _remember(self, lifted: Plan, raw: Plan) -> None:
-        self._memo[plan_key(lifted)] = raw
+    def _remember(self, key: bytes, raw: Plan) -> None:
+        self._memo[key] = raw
         while len(self._memo) > MEMO_SIZE:
             self._memo.popitem(last=False)
 
