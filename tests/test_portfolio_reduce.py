@@ -2,17 +2,21 @@
 the same runner, plans lifted back, bounds only where they carry over."""
 
 import math
+import signal
+import threading
+import time
 
 import networkx as nx
 import numpy as np
 import pytest
 
-from hybrid_remat.anytime import anytime_solve
+from hybrid_remat.anytime import SolveInterrupted, anytime_solve
 from hybrid_remat.budgets import min_feasible_budget
 from hybrid_remat.generators import chain, random_dag, training_graph
 from hybrid_remat.hetero.brute import brute_force
 from hybrid_remat.hetero.heft import HeftScheduler
-from hybrid_remat.interfaces import Improver
+from hybrid_remat.heuristics.dtr import DTR
+from hybrid_remat.interfaces import Formulation, FormulationResult, Improver
 from hybrid_remat.plan import Plan
 from hybrid_remat.portfolio import MergedDevices, OneDevice, SubPortfolio, ThroughReduction, reductions_for
 from hybrid_remat.problem import Device, Link, Problem
@@ -155,3 +159,41 @@ def test_single_device_improvers_get_the_one_device_problem():
     assert simulate(p, r.plan).valid
     assert rec.seen and all(n == 1 and ok for n, ok in rec.seen)
     assert "recorder@one-device" in {x.source for x in r.report}
+
+
+class _Sleeper(Formulation):
+    """Streams a plan, then waits for its stop flag (one device only)."""
+
+    name = "sleeper"
+    capabilities = frozenset({"dag", "chain", "single_device", "honours_limits"})
+
+    def solve(self, problem, *, limits=None, on_incumbent=None, **kw):
+        on_incumbent(DTR("dtr_eq", name="dtr_eq").run(problem), self.name)
+        while not limits.expired():
+            time.sleep(0.01)
+        return FormulationResult("feasible")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_signal_during_a_reduction_stops_the_solve_with_its_plan(workers):
+    p = offload_pays()
+    timer = threading.Timer(0.5, lambda: signal.raise_signal(signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(SolveInterrupted) as info:
+            anytime_solve(p, 60, workers=workers, heuristics=[], bounds=[], improvers=[], formulations=[_Sleeper()],
+                          warm=False)
+    finally:
+        timer.cancel()
+    res = info.value.result
+    assert res.interrupted and res.solver.startswith("gpu/sleeper") and simulate(p, res.plan).valid
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_callers_stop_flag_ends_a_reduction():
+    p = offload_pays()
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    r = anytime_solve(p, 60, workers=1, heuristics=[], bounds=[], improvers=[], formulations=[_Sleeper()],
+                      warm=False, stop=stop)
+    assert r.interrupted and r.plan is not None and r.solver.startswith("gpu/sleeper")
