@@ -19,6 +19,7 @@ from hybrid_remat.heuristics.dtr import DTR
 from hybrid_remat.interfaces import Formulation, FormulationResult, Improver
 from hybrid_remat.plan import Plan
 from hybrid_remat.portfolio import MergedDevices, OneDevice, SubPortfolio, ThroughReduction, reductions_for
+from hybrid_remat.portfolio.reduce import OTHER_DEVICE_SHARE, REDUCE_SHARE
 from hybrid_remat.problem import Device, Link, Problem
 from hybrid_remat.simulate import simulate
 
@@ -104,6 +105,7 @@ def test_routing_of_components():
     r = reductions_for(p, heuristics=[h["dtr_eq"], h["hetero_heft"], h["hetero_heft_offload"]], bounds=[],
                        improvers=[i["drop_recomputations"], i["insertion"]], formulations=[])
     assert [x.name for x in r.reductions] == ["gpu only", "cpu only"]  # cheapest device first
+    assert [x.share for x in r.reductions] == [REDUCE_SHARE["serial"], OTHER_DEVICE_SHARE]
     assert all(isinstance(x, SubPortfolio) for x in r.reductions)
     assert [x.name for x in r.heuristics] == ["hetero_heft", "hetero_heft_offload"]  # dtr_eq runs per device
     assert [x.name for x in r.improvers] == ["drop_recomputations@one-device", "insertion"]
@@ -118,8 +120,8 @@ def test_a_device_that_cannot_hold_the_graph_has_no_reduction():
     p = Problem(g, [Device("gpu", "gpu", 4), Device("cpu", "cpu", 1000)],
                 [Link("gpu", "cpu", 8.0), Link("cpu", "gpu", 8.0)])
     assert OneDevice("gpu").apply(p) is None
-    assert [x.name for x in reductions_for(p, heuristics=[], bounds=[], improvers=[], formulations=[]).reductions] \
-        == ["cpu only"]
+    (cpu,) = reductions_for(p, heuristics=[], bounds=[], improvers=[], formulations=[]).reductions
+    assert cpu.name == "cpu only" and cpu.share == OTHER_DEVICE_SHARE  # not the cheapest device: a small share
     r = anytime_solve(p, 60, workers=1, formulations=[], improvers=[], warm=False)
     assert simulate(p, r.plan).valid
 

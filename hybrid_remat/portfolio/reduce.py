@@ -437,8 +437,9 @@ def reductions_for(problem: Problem, *, heuristics, bounds, improvers, formulati
     """The reductions of ``problem`` and the components left for it.
 
     One :class:`OneDevice` sub-run per compute device that can hold the
-    graph (cheapest device first: the first gets :data:`REDUCE_SHARE` of the
-    time left, the others :data:`OTHER_DEVICE_SHARE`), offered every
+    graph (cheapest device first: it gets :data:`REDUCE_SHARE` of the time
+    left, the others, and the cheapest when it cannot hold the graph,
+    :data:`OTHER_DEVICE_SHARE`), offered every
     component (each sub-run's scheduler admits what accepts it); the
     :class:`MergedDevices` bounds when some bound accepts only one device.
     The problem keeps the components that accept it or no reduced problem
@@ -450,12 +451,13 @@ def reductions_for(problem: Problem, *, heuristics, bounds, improvers, formulati
     if problem.is_single_device:
         return Reductions([], *comps.values())
     devs = [OneDevice(d.name) for d in problem.devices if d.can_compute]
+    cheapest = min(r.lower_bound(problem) for r in devs)
     devs = [r for r in devs if r.apply(problem) is not None]
     devs.sort(key=lambda r: r.lower_bound(problem))
     subs = [r.apply(problem) for r in devs]
     first = REDUCE_SHARE.get(problem.objective.name, REDUCE_SHARE["serial"])
-    out = Reductions([SubPortfolio(r, share=first if i == 0 else OTHER_DEVICE_SHARE, **comps)
-                      for i, r in enumerate(devs)])
+    out = Reductions([SubPortfolio(r, share=first if i == 0 and r.lower_bound(problem) <= cheapest
+                                   else OTHER_DEVICE_SHARE, **comps) for i, r in enumerate(devs)])
     merged = MergedDevices().apply(problem)
     one_device_bounds = [b for b in comps["bounds"] if not accepts(b, problem)[0] and accepts(b, merged)[0]]
     # keep-all fits the merged device: its optimum is the trivial bound, which the ledger has already
