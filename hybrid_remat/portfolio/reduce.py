@@ -5,11 +5,13 @@ portfolio runner solves like any problem (its own
 :class:`~hybrid_remat.portfolio.ledger.Ledger`, every admitted component,
 the same seed and limits), and maps what it finds back (``invert`` for
 plans, ``carry`` for bounds).  On a multi-device problem the runner runs
-them first (:func:`reductions_for` builds them, phase ``reduce`` of the
+them after the heuristics and bounds, before the improvers and formulations
+(:func:`reductions_for` builds them, phase ``reduce`` of the
 :class:`~hybrid_remat.portfolio.scheduler.Scheduler`):
 
 * :class:`OneDevice` (one per compute device that can hold the graph,
-  cheapest first): the one-device problem of that device.  Its plans come
+  cheapest first; skipped when its trivial bound reaches the incumbent):
+  the one-device problem of that device.  Its plans come
   back as they are (a one-device plan is a plan of the multi-device
   problem) and lifted with host offload
   (:func:`~hybrid_remat.hetero.lift.lift_plan`: recomputations replaced by
@@ -17,7 +19,10 @@ them first (:func:`reductions_for` builds them, phase ``reduce`` of the
   the very run the one-device solve makes (same components, seed, work and
   node limits), so with work or node limits the multi-device result is never
   worse than the one-device result; with time limits it gets
-  :data:`REDUCE_SHARE` of the time.
+  :data:`REDUCE_SHARE` of the time left (serial objective: nearly all of
+  it, since the one-device search decides the serial time unless another
+  device is cheaper, and the single-device improvers go on from its plan;
+  makespan: half, the multi-device methods matter more).
 * :class:`MergedDevices` (bounds only): every device merged into one.
 
 Bounds.  A bound of a one-device problem does **not** bound the
@@ -80,7 +85,7 @@ __all__ = ["OneDevice", "MergedDevices", "SubPortfolio", "ThroughReduction", "Re
            "REDUCE_SHARE", "OTHER_DEVICE_SHARE", "MERGED_SHARE"]
 
 #: share of the time left that the first (cheapest) device's sub-run gets, by objective
-REDUCE_SHARE = {"serial": 0.9, "makespan": 0.5}
+REDUCE_SHARE = {"serial": 0.95, "makespan": 0.5}
 #: share of the time left that each further device's sub-run gets
 OTHER_DEVICE_SHARE = 0.25
 #: share of the time left that the merged problem's bounds get
@@ -190,8 +195,8 @@ class MergedDevices:
 
 @dataclass
 class Reductions:
-    """What :func:`reductions_for` decided: the reductions to run first and
-    the components left to run on the problem itself."""
+    """What :func:`reductions_for` decided: the reductions and the
+    components left to run on the problem itself."""
 
     reductions: list = field(default_factory=list)
     heuristics: list = field(default_factory=list)

@@ -23,7 +23,9 @@ stop and the runner returns within about a second with the best plan
 (:attr:`PortfolioRun.signal` names the signal).
 
 Reductions.  On a multi-device problem the reductions
-(:mod:`~hybrid_remat.portfolio.reduce`) run first, in this process's main
+(:mod:`~hybrid_remat.portfolio.reduce`) run after the heuristics and bounds
+(fast: they give the first plan and let a reduction that cannot beat it be
+skipped), before the improvers and formulations, in this process's main
 thread: each solves its reduced problem with this very runner (the same
 worker count, seed and limits, its own ledger) until its share of the time
 left, passing its plans and bounds on as they come; the caller's stop flag,
@@ -238,9 +240,9 @@ class _Run:
 
     def serial(self) -> None:
         s = self.sched
-        self.reduce()
         for t in s.construct:
             self.step(t)
+        self.reduce()
         for t in s.polish:
             self.step(t)
         wanting = []
@@ -263,8 +265,15 @@ class _Run:
 
     def parallel(self) -> None:
         s = self.sched
-        self.reduce()
-        tasks = list(s.construct) + list(s.polish) + list(s.long)
+        if s.reduce:  # the heuristics, the reductions (each a parallel run of its own), the rest
+            self.pool(list(s.construct))
+            self.reduce()
+            self.pool(list(s.polish) + list(s.long))
+        else:
+            self.pool(list(s.construct) + list(s.polish) + list(s.long))
+
+    def pool(self, tasks: list) -> None:
+        """Run ``tasks`` in worker processes sharing the incumbent, until done or the deadline."""
         tmp = tempfile.mkdtemp(prefix="hybrid_remat_portfolio_")
         try:
             shared = SharedIncumbent(self.ctx, tmp)
@@ -273,7 +282,8 @@ class _Run:
                 shared.publish(self.ledger.plan, self.ledger.value)
             pool = Pool(self.ctx, self.problem, tasks, ledger=self.ledger, shared=shared, workers=self.workers,
                         deadline=self.deadline, seed=self.seed, nodes=self.nodes, work=self.work, repeat=True)
-            self._drive(pool, self.deadline)
+            if not self.why_not():
+                self._drive(pool, self.deadline)
             if pool.child_asked_stop():
                 self.halt.set()
             why = self.why_not() or "stopped"
@@ -296,7 +306,8 @@ def run_portfolio(problem, *, deadline: float, heuristics=(), bounds=(), improve
     heuristics, bounds, improvers, formulations : sequences of objects
         Already resolved (names are the caller's business).
     reductions : sequence of SubPortfolio
-        Run first (:func:`~hybrid_remat.portfolio.reduce.reductions_for`).
+        Run after the heuristics and bounds
+        (:func:`~hybrid_remat.portfolio.reduce.reductions_for`).
     workers : int
         1: in this process (module docstring); more: forked workers.
     node_limit, work_limit : int, optional

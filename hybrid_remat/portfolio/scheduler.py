@@ -32,8 +32,8 @@ Time shares (of the time left when a task starts):
   split equally, while at least the runner's minimum remains.
 
 Reductions (multi-device problems, :mod:`~hybrid_remat.portfolio.reduce`)
-run before everything else, in the given order, each with its own share of
-the time left (``reduction.share``).
+run after ``construct`` and before ``polish``, in the given order, each
+with its own share of the time left (``reduction.share``).
 
 Examples
 --------
@@ -94,7 +94,7 @@ class Scheduler:
     problem : Problem
     heuristics, bounds, improvers, formulations : sequences of objects
     reductions : sequence of SubPortfolio
-        Run first, in this order (phase ``reduce``).
+        Run after the construct phase, in this order (phase ``reduce``).
     table : dict, optional
         Calibration figures by component name (default: the shipped table).
     """
