@@ -15,11 +15,11 @@ improvers again sharing the time left; tasks that used their whole share
 get the time others left, in further rounds.
 
 Several devices.  After the heuristics and bounds, each compute device that
-can hold the graph is solved alone by the same portfolio (the one-device solve, with the
-single-device components), its plans passed on as they are and lifted with
-host offload; the single-device bounds run on the merged devices, whose
-bounds hold for every multi-device plan; the single-device improvers work on
-the multi-device incumbent through the same reductions
+can hold the graph is solved alone by the same portfolio (the one-device
+solve, with the single-device components), its plans passed on as they are
+and lifted with host offload; the single-device bounds run on the merged
+devices, whose bounds hold for every multi-device plan; the single-device
+improvers work on the multi-device incumbent through the same reductions
 (:mod:`hybrid_remat.portfolio.reduce`).  With work or node limits the result
 is never worse than the one-device solve of any device.
 

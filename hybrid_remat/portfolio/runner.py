@@ -274,6 +274,8 @@ class _Run:
 
     def pool(self, tasks: list) -> None:
         """Run ``tasks`` in worker processes sharing the incumbent, until done or the deadline."""
+        if not tasks:
+            return
         tmp = tempfile.mkdtemp(prefix="hybrid_remat_portfolio_")
         try:
             shared = SharedIncumbent(self.ctx, tmp)
