@@ -14,6 +14,7 @@ import pytest
 from hybrid_remat.anytime import anytime_solve
 from hybrid_remat.errors import BudgetError
 from hybrid_remat.loaders import load_graph
+from hybrid_remat.portfolio import OneDevice
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
@@ -35,8 +36,11 @@ def compare(g, budget):
         return None, c
     a = anytime_solve(one, 3600, **SETTINGS)
     assert c.objective <= a.objective * (1 + 1e-12), (g.name, budget, a.objective, c.objective)
-    red = c.stats["reductions"]["gpu only"]
-    assert red["objective"] == a.objective or c.status == "optimal"  # the reduction is the GPU-only solve
+    red = c.stats.get("reductions", {}).get("gpu only")
+    if red is None:  # skipped: the incumbent is already below every plan on the GPU alone
+        assert c.objective <= OneDevice("gpu").lower_bound(two) <= a.objective
+    else:
+        assert red["objective"] == a.objective or c.status == "optimal"  # the reduction is the GPU-only solve
     return a, c
 
 
