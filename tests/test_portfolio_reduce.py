@@ -153,6 +153,20 @@ class _Recorder(Improver):
         return None
 
 
+class _MultiRecorder(_Recorder):
+    name = "multi_recorder"
+    capabilities = frozenset({"dag", "chain", "multi_device", "honours_limits"})
+
+
+def test_multi_device_improvers_get_the_multi_device_incumbent():
+    p = Problem.from_specs(random_dag(14, p=0.3, seed=4, kinds=("gpu", "cpu")), ["gpu=60%", "cpu=64GiB"])
+    rec = _MultiRecorder()
+    r = anytime_solve(p, 600, workers=1, heuristics=["dtr_eq", "hetero_heft"], bounds=[], improvers=[rec],
+                      formulations=[], warm=False)
+    assert rec.seen and all(n == 2 and ok for n, ok in rec.seen)
+    assert "multi_recorder" in {x.source for x in r.report} and "gpu/multi_recorder" not in {x.source for x in r.report}
+
+
 def test_single_device_improvers_get_the_one_device_problem():
     p = Problem.from_specs(random_dag(14, p=0.3, seed=4, kinds=("gpu", "cpu")), ["gpu=60%", "cpu=64GiB"])
     rec = _Recorder()
