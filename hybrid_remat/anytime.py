@@ -14,6 +14,15 @@ first incumbent, then formulations warm-started with the incumbent and
 improvers again sharing the time left; tasks that used their whole share
 get the time others left, in further rounds.
 
+Several devices.  After the heuristics and bounds, each compute device that
+can hold the graph is solved alone by the same portfolio (the one-device
+solve, with the single-device components), its plans passed on as they are
+and lifted with host offload; the single-device bounds run on the merged
+devices, whose bounds hold for every multi-device plan; the single-device
+improvers work on the multi-device incumbent through the same reductions
+(:mod:`hybrid_remat.portfolio.reduce`).  With work or node limits the result
+is never worse than the one-device solve of any device.
+
 Timing.  Warm-up (Numba kernels of every component, the simulator at a
 small size, each component's ``warmup()``) runs *before* the clock starts
 and is reported apart (``stats["warmup_s"]``).  The solve returns within
@@ -60,7 +69,7 @@ from .errors import HybridRematError
 from .interfaces import ALL_PLANS
 from .limits import now
 from .objective import MAKESPAN, SERIAL
-from .portfolio import Improvement, Ledger, SourceReport, as_bound, default_workers, run_portfolio
+from .portfolio import Improvement, Ledger, SourceReport, as_bound, default_workers, reductions_for, run_portfolio
 from .portfolio.calls import call_bound, call_heuristic
 from .portfolio.runner import catch_signals
 from .simulate import simulate
@@ -320,6 +329,7 @@ def anytime_solve(problem, time_limit: float, *, workers: int | None = None, heu
     forms = _resolve("formulation", formulations, plugins.formulations())
     heur, legacy_bounds = _bounds_from_heuristics(heur)
     bnds += legacy_bounds
+    red = reductions_for(problem, heuristics=heur, bounds=bnds, improvers=imps, formulations=forms)
     workers = default_workers() if workers is None else max(1, int(workers))
     early: dict = {}  # a signal during the warm-up: nothing runs
     with catch_signals(signals, lambda name: early.setdefault("signal", name)):
@@ -327,8 +337,9 @@ def anytime_solve(problem, time_limit: float, *, workers: int | None = None, heu
     t0 = now()
     ledger = Ledger(problem, on_improve=on_improve, t0=t0)
     run = run_portfolio(
-        problem, deadline=t0 + (0.0 if early else float(time_limit)), heuristics=heur, bounds=bnds,
-        improvers=imps, formulations=forms, workers=workers, seed=seed, node_limit=node_limit,
+        problem, deadline=t0 + (0.0 if early else float(time_limit)), heuristics=red.heuristics,
+        bounds=red.bounds, improvers=red.improvers, formulations=red.formulations, reductions=red.reductions,
+        workers=workers, seed=seed, node_limit=node_limit,
         work_limit=work_limit, stop=stop, signals=signals, second_round_min_s=SECOND_ROUND_MIN_S,
         second_round_margin_s=SECOND_ROUND_MARGIN_S, ledger=ledger,
     )

@@ -15,7 +15,10 @@ removed (which can only lower memory).
 
 :class:`LiftedSingleDevice` runs every registered single-device heuristic
 on the GPU alone through the portfolio runner, lifts the best plans and
-keeps the best by ``problem.objective``.
+keeps the best by ``problem.objective``.  ``anytime_solve`` does more on a
+multi-device problem (the whole one-device portfolio of every device, lifted
+the same way: the :class:`~hybrid_remat.portfolio.reduce.OneDevice`
+reduction), so it runs this heuristic only when named.
 
 Examples
 --------
@@ -37,15 +40,17 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from numba import njit
 
 from ..errors import BudgetError, HybridRematError, PlanError
 from ..interfaces import Heuristic
 from ..limits import NO_LIMITS, Limits
-from ..plan import OP_COMPUTE, OP_COPY, OP_FREE, Plan
+from ..plan import OP_COPY, OP_FREE, Plan
 from ..problem import Problem
 from ..simulate import simulate
 
-__all__ = ["lift_plan", "remove_dead_computes", "gpu_only_problem", "host_device", "single_device_portfolio",
+__all__ = ["lift_plan", "remove_dead_computes", "remove_dead_steps", "dead_steps_kernel",
+           "recompute_candidates_kernel", "gpu_only_problem", "host_device", "single_device_portfolio",
            "LiftedSingleDevice"]
 
 
@@ -74,45 +79,98 @@ def remove_dead_computes(graph, steps: list) -> list:
     """Drop recomputations whose value is freed (or left) unread, repeatedly.
 
     ``steps`` are ``[op, node, dev, dst]`` lists; the first computation of
-    every node is kept.
+    every node is kept.  (The arrays' version, :func:`remove_dead_steps`,
+    is what :func:`lift_plan` uses.)
     """
-    changed = True
-    while changed:
-        changed = False
-        first_seen = set()
-        open_at: dict = {}  # (node, dev) -> (index of compute, read?)
-        dead = set()
-        for i, (o, v, d, t) in enumerate(steps):
-            if o == OP_COMPUTE:
-                for u in graph.preds(v):
-                    key = (int(u), d)
-                    if key in open_at:
-                        open_at[key][1] = True
-                first = v not in first_seen
-                first_seen.add(v)
-                open_at[(v, d)] = [i, first]  # a first computation counts as read
-            elif o == OP_COPY:
-                key = (v, d)
-                if key in open_at:
-                    open_at[key][1] = True
-                open_at[(v, t)] = [i, True]
-            else:
-                inst = open_at.pop((v, d), None)
-                if inst is not None and not inst[1] and steps[inst[0]][0] == OP_COMPUTE:
-                    dead.add(inst[0])
-                    dead.add(i)
-        for inst in open_at.values():
-            if not inst[1] and steps[inst[0]][0] == OP_COMPUTE:
-                dead.add(inst[0])
-        if dead:
-            steps = [s for i, s in enumerate(steps) if i not in dead]
-            changed = True
-    return steps
+    if not steps:
+        return []
+    a = np.asarray(steps, dtype=np.int64).reshape(-1, 4)
+    keep = remove_dead_steps(graph, a[:, 0], a[:, 1], a[:, 2], a[:, 3])
+    return [list(map(int, s)) for s in a[keep]]
+
+
+def remove_dead_steps(graph, op, node, dev, dst) -> np.ndarray:
+    """The steps to keep (a boolean mask) once dead recomputations and their
+    frees are dropped (:func:`dead_steps_kernel`, until nothing changes)."""
+    n_dev = int(max(dev.max(initial=0), dst.max(initial=0))) + 1
+    alive = np.ones(len(op), dtype=np.bool_)
+    while dead_steps_kernel(np.asarray(op, np.int64), np.asarray(node, np.int64), np.asarray(dev, np.int64),
+                            np.asarray(dst, np.int64), graph.pred_ptr, graph.pred_idx, graph.n, n_dev, alive):
+        pass
+    return alive
+
+
+@njit(cache=True)
+def dead_steps_kernel(op, node, dev, dst, pred_ptr, pred_idx, n, n_dev, alive):
+    """One pass over the live steps: a recomputation (not a node's first
+    computation) whose value is freed, or left at the end, before anything
+    reads it is dead, with its free.  Marks them in ``alive``; returns how
+    many steps it marked."""
+    open_at = np.full((n_dev, n), -1, np.int64)  # step that made the value resident there
+    read = np.zeros((n_dev, n), np.bool_)
+    seen = np.zeros(n, np.bool_)
+    marked = 0
+    for i in range(op.shape[0]):
+        if not alive[i]:
+            continue
+        o, v, d = op[i], node[i], dev[i]
+        if o == 0:  # compute
+            for j in range(pred_ptr[v], pred_ptr[v + 1]):
+                u = pred_idx[j]
+                if open_at[d, u] >= 0:
+                    read[d, u] = True
+            open_at[d, v] = i
+            read[d, v] = not seen[v]  # a first computation counts as read
+            seen[v] = True
+        elif o == 2:  # copy
+            if open_at[d, v] >= 0:
+                read[d, v] = True
+            open_at[dst[i], v] = i
+            read[dst[i], v] = True
+        else:  # free
+            k = open_at[d, v]
+            if k >= 0:
+                if not read[d, v] and op[k] == 0:
+                    alive[k] = False
+                    alive[i] = False
+                    marked += 2
+                open_at[d, v] = -1
+    for d in range(n_dev):
+        for v in range(n):
+            k = open_at[d, v]
+            if k >= 0 and not read[d, v] and op[k] == 0:
+                alive[k] = False
+                marked += 1
+    return marked
+
+
+@njit(cache=True)
+def recompute_candidates_kernel(op, node, n):
+    """``(compute step, last free step before it, node)`` of every
+    recomputation of a one-device plan that follows a free of its node."""
+    K = op.shape[0]
+    computed = np.zeros(n, np.bool_)
+    last_free = np.full(n, -1, np.int64)
+    out = np.empty((K, 3), np.int64)
+    c = 0
+    for i in range(K):
+        v = node[i]
+        if op[i] == 0:
+            if computed[v] and last_free[v] >= 0:
+                out[c, 0], out[c, 1], out[c, 2] = i, last_free[v], v
+                c += 1
+            computed[v] = True
+        elif op[i] == 1:
+            last_free[v] = i
+    return out[:c]
 
 
 def lift_plan(problem: Problem, plan: Plan, *, host: str | None = None, policy: str = "serial",
               max_offloads: int | None = None) -> Plan:
     """Replace recomputations of a one-device plan by host round trips.
+
+    Near-linear (two Numba passes and a sort): fit for plans of 100k-node
+    graphs.
 
     Parameters
     ----------
@@ -146,74 +204,49 @@ def lift_plan(problem: Problem, plan: Plan, *, host: str | None = None, policy: 
     gi = names.index(gname)
     host = host or host_device(problem, gname)
     g = problem.graph
-    steps = [[int(o), int(v), gi, -1] for o, v in zip(plan.op.tolist(), plan.node.tolist(), strict=False)]
+    op, node = plan.op.astype(np.int64), plan.node.astype(np.int64)
+    K = len(op)
+    unchanged = Plan(op, node, np.full(K, gi, np.int64), np.full(K, -1, np.int64), names, dict(plan.meta))
     if host is None:
-        return Plan.from_steps(_named(steps, names), names, dict(plan.meta))
+        return unchanged
     hi = names.index(host)
     bw, lat = problem.link_arrays
     cost = problem.cost_matrix[gi]
     t_out = lat[gi, hi] + g.bytes / bw[gi, hi]
     t_in = lat[hi, gi] + g.bytes / bw[hi, gi]
 
-    # pass 1: which recomputations to replace, with their gains
-    computed = np.zeros(g.n, dtype=bool)
-    last_free = {}
-    cands = []  # (gain, compute index, free index, node)
-    for i, (o, v, _, _) in enumerate(steps):
-        if o == OP_COMPUTE:
-            if computed[v] and v in last_free:
-                cands.append((cost[v] - t_in[v], i, last_free[v], v))
-            computed[v] = True
-        elif o == OP_FREE:
-            last_free[v] = i
-    # the copy out is paid once per node: charge it to the node's first candidate
-    seen = set()
-    chosen = []
-    for gain, i, f, v in cands:
-        if v not in seen:
-            gain -= t_out[v]
-        if policy == "all" or gain > 0:
-            chosen.append((gain, i, f, v))
-            seen.add(v)
-    if max_offloads is not None and len(chosen) > max_offloads:
-        chosen = sorted(chosen, key=lambda c: -c[0])[:max_offloads]
-    if not chosen:
-        return Plan.from_steps(_named(steps, names), names, dict(plan.meta))
-    replace = {i: v for _, i, _, v in chosen}
-    # copy out before the free preceding each replaced recomputation (once per host residency)
-    out_before: dict = {}
-    by_node: dict = {}
-    for _, i, f, v in sorted(chosen, key=lambda c: c[1]):
-        by_node.setdefault(v, []).append((f, i))
-    host_free_after: dict = {}
-    for v, lst in by_node.items():
-        lst.sort()
-        out_before.setdefault(lst[0][0], []).append(v)  # one host copy serves all of v's copies back
-        host_free_after.setdefault(lst[-1][1], []).append(v)
-    new = []
-    for i, s in enumerate(steps):
-        for v in out_before.get(i, ()):
-            new.append([OP_COPY, v, gi, hi])
-        if i in replace:
-            new.append([OP_COPY, s[1], hi, gi])
-        else:
-            new.append(s)
-        for v in host_free_after.get(i, ()):
-            new.append([OP_FREE, v, hi, -1])
-    new = remove_dead_computes(g, new)
+    # which recomputations to replace: each node's gain is the same at every candidate; the copy out is
+    # paid once per node, charged to its first chosen candidate
+    cand = recompute_candidates_kernel(op, node, g.n)
+    ci, cf, cv = cand[:, 0], cand[:, 1], cand[:, 2]
+    gain = cost[cv] - t_in[cv]
+    if policy == "serial":
+        pick = gain - t_out[cv] > 0
+        ci, cf, cv, gain = ci[pick], cf[pick], cv[pick], gain[pick]
+    first = np.unique(cv, return_index=True)[1]
+    gain[first] -= t_out[cv[first]]
+    if max_offloads is not None and len(ci) > max_offloads:
+        top = np.sort(np.argsort(-gain, kind="stable")[:max_offloads])
+        ci, cf, cv = ci[top], cf[top], cv[top]
+    if len(ci) == 0:
+        return unchanged
+    # one copy out before the free that precedes each node's first replaced recomputation, the copy back in
+    # place of each, the host copy freed after the node's last one
+    first = np.unique(cv, return_index=True)[1]
+    last = len(cv) - 1 - np.unique(cv[::-1], return_index=True)[1]
+    n_op = np.concatenate([op, np.full(len(first), OP_COPY), np.full(len(last), OP_FREE)])
+    n_node = np.concatenate([node, cv[first], cv[last]])
+    n_dev = np.concatenate([np.full(K, gi), np.full(len(first), gi), np.full(len(last), hi)])
+    n_dst = np.concatenate([np.full(K, -1), np.full(len(first), hi), np.full(len(last), -1)])
+    n_op[ci], n_dev[ci], n_dst[ci] = OP_COPY, hi, gi
+    pos = np.concatenate([np.arange(K), cf[first], ci[last]])
+    sub = np.concatenate([np.ones(K, np.int64), np.zeros(len(first), np.int64), np.full(len(last), 2)])
+    order = np.lexsort((sub, pos))
+    n_op, n_node, n_dev, n_dst = n_op[order], n_node[order], n_dev[order], n_dst[order]
+    keep = remove_dead_steps(g, n_op, n_node, n_dev, n_dst)
     meta = dict(plan.meta)
-    meta.update({"lifted": policy, "offloads": len(chosen), "host": host})
-    return Plan.from_steps(_named(new, names), names, meta)
-
-
-def _named(steps, names):
-    out = []
-    for o, v, d, t in steps:
-        if o == OP_COPY:
-            out.append(("copy", v, names[d], names[t]))
-        else:
-            out.append(("compute" if o == OP_COMPUTE else "free", v, names[d]))
-    return out
+    meta.update({"lifted": policy, "offloads": int(len(ci)), "host": host})
+    return Plan(n_op[keep], n_node[keep], n_dev[keep], n_dst[keep], names, meta)
 
 
 def single_device_portfolio(sub: Problem, *, exclude=(), seed: int = 0, limits: Limits | None = None,
@@ -244,12 +277,17 @@ def single_device_portfolio(sub: Problem, *, exclude=(), seed: int = 0, limits: 
 
 class LiftedSingleDevice(Heuristic):
     """The best single-device (GPU) plans of the portfolio, lifted with host
-    offload (:func:`lift_plan`, both policies); best by ``problem.objective``."""
+    offload (:func:`lift_plan`, both policies); best by ``problem.objective``.
+
+    Not run by default: ``anytime_solve`` reduces a multi-device problem to
+    each device alone and lifts the whole one-device portfolio's plans
+    (:mod:`hybrid_remat.portfolio.reduce`), which includes what this does."""
 
     name = "hetero_lift"
-    version = "2"
+    version = "3"
     capabilities = frozenset({"dag", "chain", "multi_device", "needs_budget", "honours_limits", "serial", "makespan"})
     rank = 5.0
+    run_by_default = False
 
     #: share of the limits that the single-device portfolio may use (the rest lifts and simulates)
     PORTFOLIO_SHARE = 0.8
@@ -261,9 +299,14 @@ class LiftedSingleDevice(Heuristic):
         """Nothing of its own to compile: its heuristics are warmed with the rest."""
 
     def run(self, problem: Problem, *, seed: int = 0, limits: Limits | None = None):
+        from ..portfolio.reduce import OneDevice
+
         limits = limits or NO_LIMITS
-        sub = gpu_only_problem(problem)
-        if sub is None or problem.is_single_device:
+        if problem.is_single_device:
+            return None
+        red = OneDevice(problem.primary.name)
+        sub = red.apply(problem)
+        if sub is None:
             return None
         left = limits.left()
         inner = limits.share(self.PORTFOLIO_SHARE * left) if np.isfinite(left) else limits
@@ -271,9 +314,7 @@ class LiftedSingleDevice(Heuristic):
         for name, plan, _ in single_device_portfolio(sub, exclude=(self.name,), seed=seed, limits=inner)[: self.top]:
             if limits.expired() and best is not None:
                 break
-            plan = plan.renamed([sub.primary.name] * len(plan.devices)) if len(plan.devices) == 1 else plan
-            for policy in ("serial", "all"):
-                lifted = lift_plan(problem, plan, policy=policy)
+            for _, lifted in red.invert(problem, plan, ("serial", "all")):
                 r = simulate(problem, lifted)
                 if not r.valid:
                     continue

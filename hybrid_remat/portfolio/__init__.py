@@ -12,12 +12,16 @@ planner are built on it:
 * :mod:`~hybrid_remat.portfolio.runner`: the schedule in this process or in
   worker processes, signals, deadlines;
 * :mod:`~hybrid_remat.portfolio.workers`: the worker processes and the
-  shared incumbent.
+  shared incumbent;
+* :mod:`~hybrid_remat.portfolio.reduce`: the reductions of a multi-device
+  problem (each device alone, the merged devices' bounds), solved by the
+  same runner.
 """
 
 from .calls import BoundFromHeuristic, ImproverFromFormulation, ImproverFromFunction, as_bound
 from .execute import LedgerView, Outcome, execute
 from .ledger import Improvement, Ledger, SourceReport
+from .reduce import MergedDevices, OneDevice, SubPortfolio, ThroughReduction, reductions_for
 from .runner import PortfolioRun, honours_limits, run_portfolio
 from .scheduler import Scheduler, Task
 from .workers import Pool, SharedIncumbent
@@ -26,6 +30,7 @@ __all__ = [
     "Ledger", "SourceReport", "Improvement", "Scheduler", "Task", "execute", "Outcome", "LedgerView",
     "run_portfolio", "PortfolioRun", "honours_limits", "Pool", "SharedIncumbent", "as_bound",
     "BoundFromHeuristic", "ImproverFromFunction", "ImproverFromFormulation", "default_workers",
+    "reductions_for", "OneDevice", "MergedDevices", "SubPortfolio", "ThroughReduction",
 ]
 
 

@@ -39,16 +39,19 @@ False
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..interfaces import ALL_PLANS
 from ..limits import now
 from ..simulate import simulate
 
-__all__ = ["Ledger", "SourceReport", "Improvement", "better"]
+__all__ = ["Ledger", "SourceReport", "Improvement", "better", "plan_key"]
 
 #: a plan within this relative distance of a bound over every plan is optimal: bounds from exact models are
 #: lowered by their solver's tolerance (1e-6 relative, ``exact._scip.BOUND_RTOL``) to stay valid, so a tie
@@ -91,6 +94,16 @@ class Improvement:
     source: str
     plan: object = None
     simulation: object = None
+
+
+def plan_key(plan) -> bytes:
+    """A digest of a plan's steps and device names (equal plans, equal keys;
+    linear time, unlike comparing the steps)."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in (plan.op, plan.node, plan.device, plan.target):
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update("\0".join(plan.devices).encode())
+    return h.digest()
 
 
 def better(a: float, b: float) -> bool:
@@ -271,6 +284,12 @@ class Ledger:
         with self._lock:
             self.stats["formulations"][name] = stats
 
+    def add_reduction(self, name: str, facts: dict) -> None:
+        """Keep what a reduction's sub-run found (its status, value, bound)
+        under ``stats["reductions"][name]``."""
+        with self._lock:
+            self.stats.setdefault("reductions", {})[name] = dict(facts)
+
     def seal(self) -> None:
         """Accept nothing more (a component left running past the end)."""
         with self._lock:
@@ -278,7 +297,7 @@ class Ledger:
 
     # ------------------------------------------------------------ internals
     def _pool_add(self, value, source, plan) -> None:
-        if any(abs(v - value) <= self.tolerance(value) and p == plan for v, _, p in self._pool):
+        if any(abs(v - value) <= self.tolerance(value) and plan_key(p) == plan_key(plan) for v, _, p in self._pool):
             return
         self._pool.append((value, source, plan))
         self._pool.sort(key=lambda x: x[0])

@@ -22,6 +22,15 @@ is installed: the handler only sets a flag; every running task is asked to
 stop and the runner returns within about a second with the best plan
 (:attr:`PortfolioRun.signal` names the signal).
 
+Reductions.  On a multi-device problem the reductions
+(:mod:`~hybrid_remat.portfolio.reduce`) run after the heuristics and bounds
+(fast: they give the first plan and let a reduction that cannot beat it be
+skipped), before the improvers and formulations, in this process's main
+thread: each solves its reduced problem with this very runner (the same
+worker count, seed and limits, its own ledger) until its share of the time
+left, passing its plans and bounds on as they come; the caller's stop flag,
+a signal or a closed gap stops it too.
+
 Stopping early.  When a plan reaches a bound over every plan (or a bound
 over every plan is ``+inf``) every task is asked to stop and the rest are
 skipped ("gap closed").
@@ -211,10 +220,29 @@ class _Run:
             pool.finish()
 
     # ------------------------------------------------------------ schedules
+    def reduce(self) -> None:
+        """Run the reductions (phase ``reduce``) one after the other."""
+        for t in self.sched.reduce:
+            why = self.why_not() or t.obj.skip_reason(self.problem, self.ledger.value)
+            if why:
+                self.skip(t, why)
+                continue
+            left = self.deadline - now()
+            t.obj.run(self.problem, self.ledger, deadline=min(self.deadline, now() + t.obj.share * left),
+                      seed=self.seed, nodes=self.nodes, work=self.work, workers=self.workers, stop=self.stopping,
+                      second_round_min_s=self.min_round, second_round_margin_s=self.margin)
+            self.check()
+
+    def stopping(self) -> bool:
+        """Whether a nested run must stop: a signal, the caller's flag, the gap closed."""
+        self.check()
+        return self.halt.is_set()
+
     def serial(self) -> None:
         s = self.sched
         for t in s.construct:
             self.step(t)
+        self.reduce()
         for t in s.polish:
             self.step(t)
         wanting = []
@@ -237,7 +265,17 @@ class _Run:
 
     def parallel(self) -> None:
         s = self.sched
-        tasks = list(s.construct) + list(s.polish) + list(s.long)
+        if s.reduce:  # the heuristics, the reductions (each a parallel run of its own), the rest
+            self.pool(list(s.construct))
+            self.reduce()
+            self.pool(list(s.polish) + list(s.long))
+        else:
+            self.pool(list(s.construct) + list(s.polish) + list(s.long))
+
+    def pool(self, tasks: list) -> None:
+        """Run ``tasks`` in worker processes sharing the incumbent, until done or the deadline."""
+        if not tasks:
+            return
         tmp = tempfile.mkdtemp(prefix="hybrid_remat_portfolio_")
         try:
             shared = SharedIncumbent(self.ctx, tmp)
@@ -246,7 +284,8 @@ class _Run:
                 shared.publish(self.ledger.plan, self.ledger.value)
             pool = Pool(self.ctx, self.problem, tasks, ledger=self.ledger, shared=shared, workers=self.workers,
                         deadline=self.deadline, seed=self.seed, nodes=self.nodes, work=self.work, repeat=True)
-            self._drive(pool, self.deadline)
+            if not self.why_not():
+                self._drive(pool, self.deadline)
             if pool.child_asked_stop():
                 self.halt.set()
             why = self.why_not() or "stopped"
@@ -257,7 +296,7 @@ class _Run:
 
 
 def run_portfolio(problem, *, deadline: float, heuristics=(), bounds=(), improvers=(), formulations=(),
-                  workers: int = 1, seed: int = 0, node_limit: int | None = None, work_limit: int | None = None,
+                  reductions=(), workers: int = 1, seed: int = 0, node_limit: int | None = None, work_limit: int | None = None,
                   stop=None, on_improve=None, signals=("SIGINT",), second_round_min_s: float = 5.0,
                   second_round_margin_s: float = 2.0, ledger: Ledger | None = None, table=None,
                   scheduler: Scheduler | None = None) -> PortfolioRun:
@@ -268,6 +307,9 @@ def run_portfolio(problem, *, deadline: float, heuristics=(), bounds=(), improve
     ----------
     heuristics, bounds, improvers, formulations : sequences of objects
         Already resolved (names are the caller's business).
+    reductions : sequence of SubPortfolio
+        Run after the heuristics and bounds
+        (:func:`~hybrid_remat.portfolio.reduce.reductions_for`).
     workers : int
         1: in this process (module docstring); more: forked workers.
     node_limit, work_limit : int, optional
@@ -288,7 +330,7 @@ def run_portfolio(problem, *, deadline: float, heuristics=(), bounds=(), improve
     """
     ledger = ledger or Ledger(problem, on_improve=on_improve)
     sched = scheduler or Scheduler(problem, heuristics=heuristics, bounds=bounds, improvers=improvers,
-                                   formulations=formulations, table=table)
+                                   formulations=formulations, reductions=reductions, table=table)
     for kind, obj, why in sched.skipped:
         ledger.add_report(SourceReport(getattr(obj, "name", type(obj).__name__), kind, "skipped", note=why))
     ctx = fork_context()
@@ -298,7 +340,7 @@ def run_portfolio(problem, *, deadline: float, heuristics=(), bounds=(), improve
     with catch_signals(signals, run.on_signal):
         try:
             if math.isfinite(deadline) and deadline <= now():
-                for t in list(sched.construct) + list(sched.polish) + list(sched.long):
+                for t in list(sched.reduce) + list(sched.construct) + list(sched.polish) + list(sched.long):
                     run.skip(t, "time limit")
             elif workers > 1:
                 run.parallel()

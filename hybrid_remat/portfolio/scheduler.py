@@ -31,6 +31,10 @@ Time shares (of the time left when a task starts):
 * later rounds (``long`` tasks that used their whole share): the time left,
   split equally, while at least the runner's minimum remains.
 
+Reductions (multi-device problems, :mod:`~hybrid_remat.portfolio.reduce`)
+run after ``construct`` and before ``polish``, in the given order, each
+with its own share of the time left (``reduction.share``).
+
 Examples
 --------
 >>> from hybrid_remat.generators import chain
@@ -89,11 +93,14 @@ class Scheduler:
     ----------
     problem : Problem
     heuristics, bounds, improvers, formulations : sequences of objects
+    reductions : sequence of SubPortfolio
+        Run after the construct phase, in this order (phase ``reduce``).
     table : dict, optional
         Calibration figures by component name (default: the shipped table).
     """
 
-    def __init__(self, problem, *, heuristics=(), bounds=(), improvers=(), formulations=(), table=None):
+    def __init__(self, problem, *, heuristics=(), bounds=(), improvers=(), formulations=(), reductions=(),
+                 table=None):
         self.problem = problem
         self.n = problem.graph.n
         self.table = TABLE if table is None else table
@@ -103,6 +110,7 @@ class Scheduler:
         bnds = self._admit("bound", bounds)
         imps = self._admit("improver", improvers)
         forms = self._admit("formulation", formulations)
+        self.reduce = [Task("reduction", r, "reduce", "", None, None, i) for i, r in enumerate(reductions)]
         self.construct = self._by_priority([self._task("heuristic", o, "construct", i) for i, o in enumerate(heur)]
                                            + [self._task("bound", o, "construct", len(heur) + i)
                                               for i, o in enumerate(bnds)])
