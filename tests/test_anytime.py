@@ -225,7 +225,7 @@ def test_vgg16_train_proved_optimal(moccasin_dir):
     r = anytime_solve(p, 120, bounds=[], formulations=["checkmate"], node_limit=20_000, workers=1)  # no cut bound
     assert simulate(p, r.plan).valid
     # the staged model proves its optimum within its class: a class bound, not optimality over every plan
-    assert r.class_bound_scope == "checkmate" and r.class_bound == pytest.approx(r.objective)
+    assert r.class_bound_scope == "staged" and r.class_bound == pytest.approx(r.objective)
     assert r.status == "feasible" and r.bound_source == "trivial" and r.gap > 0
     # the cut bound proves the same value optimal over every plan, before any formulation runs
     r2 = anytime_solve(p, 120, formulations=["checkmate"], node_limit=20_000, workers=1)
