@@ -15,10 +15,10 @@ from hybrid_remat.blocks import BlocksFormulation, block_lower_bound, detect_blo
 from hybrid_remat.blocks.staircase import closure_staircase
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.exact.bounds import cut_lower_bound
-from hybrid_remat.exact.brute import brute_force_optimum
 from hybrid_remat.generators import random_dag, repeat_layers, training_graph
 from hybrid_remat.limits import Limits
 from hybrid_remat.loaders import load_graph
+from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
@@ -129,7 +129,7 @@ def test_block_bound_and_plan_agree_with_brute_force(seed):
     budgets = range(min_feasible_budget(g), keep_all_peak(g) + 1)
     for B in budgets:
         p = Problem.single(g, B)
-        opt = brute_force_optimum(p)
+        opt = brute_force(p)[0]
         lb = block_lower_bound(p)
         assert p.base_cost - 1e-9 <= lb.value <= opt + 1e-9
         assert lb.value <= cut_lower_bound(p).value + 1e-9      # a relaxation of the chains cut
@@ -192,4 +192,4 @@ def test_registered():
     assert {"cut_bound", "block_bound"} <= set(plugins.bounds())
     p = Problem.single(_tiny(3), 14)
     res = plugins.bounds()["block_bound"].bound(p, limits=Limits(nodes=1000))
-    assert res.scope == "all plans" and res.value == pytest.approx(brute_force_optimum(p))
+    assert res.scope == "all plans" and res.value == pytest.approx(brute_force(p)[0])

@@ -42,7 +42,7 @@ Examples
 >>> import networkx as nx
 >>> from hybrid_remat.generators import training_graph
 >>> from hybrid_remat.problem import Problem
->>> from hybrid_remat.exact.brute import brute_force_optimum
+>>> from hybrid_remat.oracle import brute_force
 >>> fw = nx.DiGraph()
 >>> for i in range(5):          # a stem and two blocks of (wide, narrow)
 ...     fw.add_node(i, bytes=3 if i % 2 else 1, cost=1.0 + i % 2)
@@ -50,7 +50,7 @@ Examples
 ...         fw.add_edge(i - 1, i)
 >>> p = Problem.single(training_graph(fw), 9)
 >>> lb = block_lower_bound(p)
->>> p.base_cost < lb.value <= brute_force_optimum(p)
+>>> p.base_cost < lb.value <= brute_force(p)[0]
 True
 """
 

@@ -82,13 +82,11 @@ def first_compute_order(plan: Plan, n: int) -> np.ndarray | None:
     >>> first_compute_order(Plan.from_steps([("compute", 1, "d"), ("compute", 0, "d")]), 2).tolist()
     [1, 0]
     """
-    seen = np.zeros(n, dtype=bool)
-    out = []
-    for o, v in zip(plan.op.tolist(), plan.node.tolist(), strict=True):
-        if o == OP_COMPUTE and not seen[v]:
-            seen[v] = True
-            out.append(v)
-    return np.array(out, dtype=np.int64) if len(out) == n else None
+    comp = plan.node[plan.op == OP_COMPUTE]
+    _, first = np.unique(comp, return_index=True)
+    if first.shape[0] != n:
+        return None
+    return comp[np.sort(first)].astype(np.int64)
 
 
 # ---------------------------------------------------------------- encoding
