@@ -261,8 +261,8 @@ def check_bound(bound, *, instances: Sequence[Instance] | None = None) -> dict:
     dict
         ``{"checked": [names], "skipped": [(name, reason)], "found": {name: value or None}}``.
     """
-    from .exact.brute import brute_force_optimum
     from .interfaces import ALL_PLANS, BoundResult
+    from .oracle import brute_force
     from .limits import Limits
     from .portfolio.calls import as_bound, call_bound
 
@@ -280,7 +280,7 @@ def check_bound(bound, *, instances: Sequence[Instance] | None = None) -> dict:
         known = inst.problem.objective.value(simulate(inst.problem, inst.witness))
         assert res.value <= known * (1 + 1e-9), f"{_who(b)}: bound {res.value} above the witness {known} on {inst.name}"
         if res.scope == ALL_PLANS and inst.problem.graph.n <= 8 and inst.problem.objective.name == "serial":
-            opt = brute_force_optimum(inst.problem)
+            opt = brute_force(inst.problem)[0]
             assert res.value <= opt * (1 + 1e-9), f"{_who(b)}: bound {res.value} above the optimum {opt} on {inst.name}"
         again = _call(b, inst, "bound, second time", call_bound, b, inst.problem, limits=Limits.seconds(60.0))
         assert again is not None and again.value == res.value, f"{_who(b)} is not deterministic on {inst.name}"
