@@ -114,7 +114,7 @@ def encode(n: int, D: int, op, node, dev, tgt, ends, *, strict: bool = True):
             t = closing + 1  # the stage is over: open the next one
             closing = -1
             if t >= T:
-                return f"node {v} is computed or copied after the last node's first computation"
+                return f"node {v} is computed or copied after the last node's first computation: no staged form"
             S[:, t, :] = resident
         st = closing if closing >= 0 else t
         if o == OP_COMPUTE:
