@@ -262,8 +262,8 @@ def check_bound(bound, *, instances: Sequence[Instance] | None = None) -> dict:
         ``{"checked": [names], "skipped": [(name, reason)], "found": {name: value or None}}``.
     """
     from .interfaces import ALL_PLANS, BoundResult
-    from .oracle import brute_force
     from .limits import Limits
+    from .oracle import brute_force
     from .portfolio.calls import as_bound, call_bound
 
     b = as_bound(bound)
