@@ -258,9 +258,12 @@ def blocks_applicable(problem, structure: BlockStructure | None = None) -> tuple
 class RemembersBlocks:
     """Detection once per graph: the structure of the last graph seen is kept
     on the object (a component is asked ``applicable`` then run); the graph
-    itself only weakly."""
+    itself only weakly.  ``applicable``: :func:`blocks_applicable`."""
 
     _seen: tuple = (None, None)
+
+    def applicable(self, problem) -> tuple[bool, str]:
+        return blocks_applicable(problem, self.structure(problem.graph))
 
     def structure(self, graph) -> BlockStructure | None:
         """The graph's blocks (:func:`~hybrid_remat.blocks.detect.detect_blocks`)."""
@@ -283,9 +286,6 @@ class BlockBoundSource(RemembersBlocks, Bound):
     capabilities = frozenset({"dag", "single_device", "needs_budget", "serial", "honours_limits", "deterministic"})
     rank = 6.0
     bound_scope = ALL_PLANS
-
-    def applicable(self, problem) -> tuple[bool, str]:
-        return blocks_applicable(problem, self.structure(problem.graph))
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
         bb = block_lower_bound(problem, structure=self.structure(problem.graph), limits=limits)

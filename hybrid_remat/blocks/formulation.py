@@ -29,7 +29,7 @@ import math
 
 from ..exact._scip import check_bound
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
-from .bound import RemembersBlocks, block_lower_bound, blocks_applicable
+from .bound import RemembersBlocks, block_lower_bound
 from .solver import solve_blocks
 
 __all__ = ["BlocksFormulation"]
@@ -44,9 +44,6 @@ class BlocksFormulation(RemembersBlocks, Formulation):
     capabilities = frozenset({"dag", "single_device", "needs_budget", "serial", "exact", "honours_limits"})
     rank = 8.0
     bound_scope = ALL_PLANS
-
-    def applicable(self, problem) -> tuple[bool, str]:
-        return blocks_applicable(problem, self.structure(problem.graph))
 
     def predict_seconds(self, problem) -> float:
         """About 3 s of SCIP (the staircases, independent of depth) and a few

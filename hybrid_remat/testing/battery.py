@@ -26,64 +26,41 @@ import functools
 import inspect
 from collections.abc import Iterable, Iterator
 
+from . import formulations as F
+from . import io as IO
+from . import solvers as S
 from ._base import Runs, SkipCheck, tags_of, who
-from .formulations import (
-    check_formulation_deterministic,
-    check_formulation_foreign_incumbent,
-    check_formulation_honours_stop,
-    check_formulation_keeps_a_fitting_incumbent,
-    check_formulation_results,
-)
-from .io import (
-    check_cost_model_estimates,
-    check_cost_model_unknown_device,
-    check_loader_refuses_broken_files,
-    check_loader_round_trips,
-)
-from .solvers import (
-    check_accepts_an_instance,
-    check_bound_below_brute_force,
-    check_bound_below_valid_plans,
-    check_bound_deterministic,
-    check_bound_only_returns_no_plan,
-    check_declares,
-    check_heuristic_deterministic,
-    check_heuristic_plan_at_full_budget,
-    check_heuristic_plans_are_valid,
-    check_improver_never_worse,
-    check_improver_plans_are_valid,
-)
 
 __all__ = ["KINDS", "CHECKS", "TAGGED", "kind_of", "checks_for", "parametrize_with_checks", "run_checks",
            "check_heuristic", "check_bound", "check_improver", "check_formulation", "check_cost_model",
            "check_loader"]
 
-_BOUND_CHECKS = (check_bound_below_valid_plans, check_bound_below_brute_force, check_bound_deterministic)
+_BOUND_CHECKS = (S.check_bound_below_valid_plans, S.check_bound_below_brute_force, S.check_bound_deterministic)
 
 #: the checks of each kind, in the order they run
 CHECKS = {
-    "heuristic": (check_declares, check_accepts_an_instance, check_heuristic_plans_are_valid,
-                  check_heuristic_plan_at_full_budget, check_heuristic_deterministic),
-    "bound": (check_declares, check_accepts_an_instance) + _BOUND_CHECKS,
-    "improver": (check_declares, check_accepts_an_instance, check_improver_plans_are_valid,
-                 check_improver_never_worse),
-    "formulation": (check_declares, check_accepts_an_instance, check_formulation_results,
-                    check_formulation_keeps_a_fitting_incumbent, check_formulation_deterministic,
-                    check_formulation_honours_stop, check_formulation_foreign_incumbent),
-    "cost_model": (check_declares, check_cost_model_estimates, check_cost_model_unknown_device),
-    "loader": (check_declares, check_loader_round_trips, check_loader_refuses_broken_files),
+    "heuristic": (S.check_declares, S.check_accepts_an_instance, S.check_heuristic_plans_are_valid,
+                  S.check_heuristic_plan_at_full_budget, S.check_heuristic_deterministic),
+    "bound": (S.check_declares, S.check_accepts_an_instance) + _BOUND_CHECKS,
+    "improver": (S.check_declares, S.check_accepts_an_instance, S.check_improver_plans_are_valid,
+                 S.check_improver_never_worse),
+    "formulation": (S.check_declares, S.check_accepts_an_instance, F.check_formulation_results,
+                    F.check_formulation_keeps_a_fitting_incumbent, F.check_formulation_deterministic,
+                    F.check_formulation_honours_stop, F.check_formulation_foreign_incumbent),
+    "cost_model": (S.check_declares, IO.check_cost_model_estimates, IO.check_cost_model_unknown_device),
+    "loader": (S.check_declares, IO.check_loader_round_trips, IO.check_loader_refuses_broken_files),
 }
 KINDS = tuple(CHECKS)
 #: the legacy ``"bound_only"`` heuristic: no plan, and a bound's checks
-_BOUND_ONLY = (check_declares, check_accepts_an_instance, check_bound_only_returns_no_plan) + _BOUND_CHECKS
+_BOUND_ONLY = (S.check_declares, S.check_accepts_an_instance, S.check_bound_only_returns_no_plan) + _BOUND_CHECKS
 
 #: checks a battery tag can turn off (``battery_tags = {tag: False}``)
 TAGGED = {
-    check_heuristic_plan_at_full_budget: "plan_at_full_budget",
-    check_formulation_keeps_a_fitting_incumbent: "plan_at_full_budget",
-    check_heuristic_deterministic: "deterministic",
-    check_bound_deterministic: "deterministic",
-    check_formulation_deterministic: "deterministic",
+    S.check_heuristic_plan_at_full_budget: "plan_at_full_budget",
+    F.check_formulation_keeps_a_fitting_incumbent: "plan_at_full_budget",
+    S.check_heuristic_deterministic: "deterministic",
+    S.check_bound_deterministic: "deterministic",
+    F.check_formulation_deterministic: "deterministic",
 }
 
 
