@@ -488,12 +488,8 @@ def minimal_plan(graph, seq, device: str = "gpu", meta: dict | None = None, *, h
     b, pp, pi = _arrays(graph)
     s = check_sequence(seq, b.shape[0])
     active = np.ones(s.shape[0], dtype=np.bool_)
-    if holds:
-        hold_ptr, hold_idx = _holds_csr(holds, s.shape[0], b.shape[0])
-        end = held_last_uses_kernel(s, active, pp, pi, b.shape[0], hold_ptr, hold_idx)
-        op, node, peak = plan_of_ends_kernel(s, active, end, b)
-    else:
-        op, node, peak = sequence_plan_kernel(s, active, b, pp, pi)
+    end = held_last_uses_kernel(s, active, pp, pi, b.shape[0], *_holds_csr(holds or {}, s.shape[0], b.shape[0]))
+    op, node, peak = plan_of_ends_kernel(s, active, end, b)
     return Plan.single_device(op, node, device, meta), int(peak)
 
 
