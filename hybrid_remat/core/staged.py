@@ -76,13 +76,15 @@ def sinks(graph) -> np.ndarray:
 
 def first_compute_order(plan: Plan, n: int) -> np.ndarray | None:
     """Nodes in the order the plan first computes them (``None`` if some
-    node is never computed).
+    node of ``0..n-1`` is never computed, or the plan names another).
 
     >>> from hybrid_remat.plan import Plan
     >>> first_compute_order(Plan.from_steps([("compute", 1, "d"), ("compute", 0, "d")]), 2).tolist()
     [1, 0]
     """
     comp = plan.node[plan.op == OP_COMPUTE]
+    if comp.size and (comp.min() < 0 or comp.max() >= n):
+        return None                       # a plan of another graph
     _, first = np.unique(comp, return_index=True)
     if first.shape[0] != n:
         return None

@@ -66,7 +66,7 @@ Examples
 >>> from hybrid_remat.heuristics.keep_all import KeepAll
 >>> report = check_heuristic(KeepAll())
 >>> report["checks"]["check_heuristic_deterministic"], report["found"]["training9@100%"]
-('passed', 18.0)
+('passed', 24.0)
 """
 
 from ._base import DEFAULT_TAGS, FORMULATION_STATUSES, SkipCheck, tags_of
