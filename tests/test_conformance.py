@@ -47,13 +47,18 @@ def _for_small_graphs(formulation):
     return formulation
 
 
-@testing.parametrize_with_checks(HEURISTICS, kind="heuristic")
-def test_builtin_heuristic(obj, check):
+BUILTINS = [(kind, obj) for kind, objs in (("heuristic", HEURISTICS), ("bound", BOUNDS), ("improver", IMPROVERS),
+                                            ("cost_model", COST_MODELS), ("loader", LOADERS)) for obj in objs]
+
+
+@testing.parametrize_with_checks(BUILTINS)
+def test_builtin(obj, check):
     check(obj)
 
 
-@testing.parametrize_with_checks(BOUNDS, kind="bound")
-def test_builtin_bound(obj, check):
+@pytest.mark.slow
+@testing.parametrize_with_checks([("formulation", _for_small_graphs(f)) for f in FORMULATIONS])
+def test_builtin_formulation(obj, check):
     check(obj)
 
 
@@ -61,27 +66,6 @@ def test_builtin_bound(obj, check):
 def test_builtin_bound_finds_a_bound(bound):
     report = testing.check_bound(bound)
     assert report["checked"] and any(v is not None for v in report["found"].values())
-
-
-@testing.parametrize_with_checks(IMPROVERS, kind="improver")
-def test_builtin_improver(obj, check):
-    check(obj)
-
-
-@pytest.mark.slow
-@testing.parametrize_with_checks([_for_small_graphs(f) for f in FORMULATIONS], kind="formulation")
-def test_builtin_formulation(obj, check):
-    check(obj)
-
-
-@testing.parametrize_with_checks(COST_MODELS, kind="cost_model")
-def test_builtin_cost_model(obj, check):
-    check(obj)
-
-
-@testing.parametrize_with_checks(LOADERS, kind="loader")
-def test_builtin_loader(obj, check):
-    check(obj)
 
 
 def test_every_builtin_has_its_checks():

@@ -142,7 +142,9 @@ def parametrize_with_checks(objects: Iterable, *, kind: str | None = None, tags:
     the reason, and a check that finds it does not apply skips itself.
     Each case fails on its own: one broken promise does not hide the rest.
 
-    Use it on a test that calls ``check(obj)``::
+    ``objects`` holds plugin objects (of ``kind``, default :func:`kind_of`)
+    or ``(kind, object)`` pairs (ids ``"<kind>-<name>-<check>"``).  Use it
+    on a test that calls ``check(obj)``::
 
         @parametrize_with_checks([MyHeuristic()])
         def test_battery(obj, check):
@@ -151,11 +153,13 @@ def parametrize_with_checks(objects: Iterable, *, kind: str | None = None, tags:
     import pytest
 
     params = []
-    for obj in objects:
-        for name, check, skip in checks_for(obj, kind=kind, tags=tags, **dict(options)):
+    for item in objects:
+        obj_kind, obj = item if isinstance(item, tuple) else (kind, item)
+        prefix = f"{obj_kind}-" if isinstance(item, tuple) else ""
+        for name, check, skip in checks_for(obj, kind=obj_kind, tags=tags, **dict(options)):
             marks = [pytest.mark.skip(reason=skip)] if skip else []
-            params.append(pytest.param(obj, _as_test(check), id=f"{getattr(obj, 'name', type(obj).__name__)}-{name}",
-                                       marks=marks))
+            params.append(pytest.param(obj, _as_test(check), marks=marks,
+                                       id=f"{prefix}{getattr(obj, 'name', type(obj).__name__)}-{name}"))
     return pytest.mark.parametrize("obj, check", params)
 
 
