@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 __all__ = [
-    "ROOT", "DATASETS", "RESULTS", "SHARED", "moccasin_dir", "moccasin_graph", "moccasin_graphs", "profiled_graphs",
+    "ROOT", "DATASETS", "RESULTS", "LLAMA", "SHARED", "moccasin_dir", "moccasin_graph", "moccasin_graphs", "profiled_graphs",
     "stem", "MOCCASIN_INSTANCES", "MOCCASIN_IDS", "MOCCASIN_REFERENCE", "NO_PLAN", "Reference", "moccasin_id",
     "moccasin_reference", "moccasin_target", "moccasin_reported", "reference_cell", "fmt", "command",
     "write_results", "require_plugin", "tdi_of",
@@ -38,6 +38,8 @@ __all__ = [
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATASETS = ROOT / "datasets"
 RESULTS = ROOT / "benchmarks" / "results"
+#: the profiled llama layer graph the scale benchmarks repeat (``repeat_layers(load_graph(LLAMA), L)``)
+LLAMA = DATASETS / "llama_8l_b4_s512.json.gz"
 
 
 def moccasin_dir() -> pathlib.Path | None:

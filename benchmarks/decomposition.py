@@ -22,7 +22,7 @@ import json
 from benchmarks._common import MOCCASIN_INSTANCES, command, moccasin_graph, tdi_of, write_results
 from hybrid_remat.anytime import anytime_solve, warmup
 from hybrid_remat.exact.decompose import DecomposedFormulation
-from hybrid_remat.heuristics.splitting import LifetimeSplit
+from hybrid_remat.heuristics.lifetime_split import LifetimeSplit
 from hybrid_remat.loaders import load_graph
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate

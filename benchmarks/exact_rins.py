@@ -20,7 +20,7 @@ import time
 from benchmarks._common import command, fmt, moccasin_graph, tdi_of, write_results
 from hybrid_remat.anytime import warmup
 from hybrid_remat.exact.checkmate import CheckmateFormulation
-from hybrid_remat.exact.primal import StagedEvict
+from hybrid_remat.heuristics.staged_evict import StagedEvict
 from hybrid_remat.loaders import load_graph
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate

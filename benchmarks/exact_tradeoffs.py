@@ -27,8 +27,8 @@ from benchmarks._common import command, moccasin_graph, tdi_of, write_results
 from hybrid_remat.anytime import warmup
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.exact.checkmate import CheckmateFormulation
-from hybrid_remat.exact.primal import StagedEvict
 from hybrid_remat.generators import random_layered
+from hybrid_remat.heuristics.staged_evict import StagedEvict
 from hybrid_remat.loaders import load_graph
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate

@@ -50,33 +50,24 @@ import statistics
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+import numpy as np
 
-import numpy as np  # noqa: E402
+from benchmarks._common import DATASETS, LLAMA, RESULTS, require_plugin
+from hybrid_remat import plugins
+from hybrid_remat.budgets import keep_all_peak, node_need_bytes
+from hybrid_remat.hetero.heft import WORK_RATE, HeftScheduler, heft_run
+from hybrid_remat.hetero.lift import lift_plan
+from hybrid_remat.hetero.paging import HeftOffload
+from hybrid_remat.hetero.xengine import MAX_VARIABLES, XEngineMILP, model_size
+from hybrid_remat.interfaces import accepts
+from hybrid_remat.limits import Limits
+from hybrid_remat.loaders import load_graph
+from hybrid_remat.plan import OP_COMPUTE, OP_COPY, keep_all_plan
+from hybrid_remat.problem import Device, Problem
+from hybrid_remat.simulate import simulate
 
-from hybrid_remat import plugins  # noqa: E402
-from hybrid_remat.budgets import keep_all_peak, node_need_bytes  # noqa: E402
-from hybrid_remat.hetero.heft import WORK_RATE, HeftScheduler, heft_run  # noqa: E402
-from hybrid_remat.hetero.lift import lift_plan  # noqa: E402
-from hybrid_remat.hetero.paging import HeftOffload  # noqa: E402
-from hybrid_remat.hetero.xengine import MAX_VARIABLES, XEngineMILP, model_size  # noqa: E402
-from hybrid_remat.interfaces import accepts  # noqa: E402
-from hybrid_remat.limits import Limits  # noqa: E402
-from hybrid_remat.loaders import load_graph  # noqa: E402
-from hybrid_remat.plan import OP_COMPUTE, OP_COPY, keep_all_plan  # noqa: E402
-from hybrid_remat.problem import Device, Problem  # noqa: E402
-from hybrid_remat.simulate import simulate  # noqa: E402
-
-try:  # the installed plugin, when it has the hardware pairs; else the source tree
-    from hybrid_remat_roofline import PAIRS, apply_pair
-except ImportError:
-    sys.path.insert(0, os.path.join(ROOT, "plugins", "hybrid-remat-roofline", "src"))
-    for _m in [m for m in sys.modules if m.startswith("hybrid_remat_roofline")]:
-        del sys.modules[_m]
-    from hybrid_remat_roofline import PAIRS, apply_pair
+_roofline = require_plugin("hybrid_remat_roofline", "hybrid-remat-roofline")  # the hardware pairs
+PAIRS, apply_pair = _roofline.PAIRS, _roofline.apply_pair
 
 FRACTIONS = (1.0, 0.75, 0.5, 0.35)
 CPU_BYTES = 64 * 2**30
@@ -328,7 +319,7 @@ def fit_exponent(ns, ts):
 def run_scale(args):
     from hybrid_remat.generators import repeat_layers
 
-    base = load_graph(os.path.join(ROOT, "datasets", "llama_8l_b4_s512.json.gz"))
+    base = load_graph(LLAMA)
     layers = (8, 80) if args.quick else (8, 80, 750)
     heft_run(Problem.single(base, "50%"))  # compile outside the timings
     rows = []
@@ -444,7 +435,7 @@ def run_timed(args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", default=os.path.join(ROOT, "datasets"))
+    ap.add_argument("--datasets", default=str(DATASETS))
     ap.add_argument("--exact-limit", type=float, default=60.0, help="MILP seconds for graphs up to --large-n nodes "
                     "(0: no MILP)")
     ap.add_argument("--exact-limit-large", type=float, default=15.0, help="MILP seconds for larger graphs")
@@ -459,7 +450,7 @@ def main(argv=None):
     ap.add_argument("--short-limit", type=float, default=5.0, help="a short limit the scheduler must honour (--scale)")
     ap.add_argument("--timed", action="store_true", help="makespan plans replayed in time, with and without "
                     "waiting for memory (issue 14.2)")
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     if args.scale:
         return run_scale(args)

@@ -40,6 +40,7 @@ import time
 
 import numpy as np
 
+from benchmarks._common import LLAMA, RESULTS, ROOT
 from hybrid_remat import plugins
 from hybrid_remat.generators import repeat_layers
 from hybrid_remat.heuristics import warmup
@@ -49,8 +50,7 @@ from hybrid_remat.loaders import load_graph
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-GRAPH = ROOT / "datasets" / "llama_8l_b4_s512.json.gz"
+GRAPH = LLAMA
 #: heuristics whose plan starts the improvers (fast at every size)
 STARTS = ("dtr_size", "dtr_next_use", "dtr_eq")
 MOVES = 10
@@ -308,7 +308,7 @@ def main(argv=None) -> None:
     ap.add_argument("--limit", type=float, default=1.0, help="limits of the second table (s); 0: skip it")
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time")
     ap.add_argument("--only", default="", help="comma-separated component names (default: all)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "heuristic_scaling.md"))
+    ap.add_argument("--out", default=str(RESULTS / "heuristic_scaling.md"))
     ap.add_argument("--render", default="", help="only write the table of a saved .json (no runs)")
     args = ap.parse_args(argv)
     if args.render:

@@ -112,7 +112,7 @@ def write_tables(rows, prefix, limit, cmd):
         "TDI% = (total compute time - sum of costs) / sum of costs x 100. `LB TDI%` is the reported lower bound",
         "as a TDI% (its scope column says which model proved it: `trivial` = every node once; `cut_bound` =",
         "every plan, see hybrid_remat/exact/bounds.py; `checkmate` = the staged class of plans, see",
-        "hybrid_remat/exact/checkmate.py). `optimal` with scope `cut_bound` or `trivial` is optimal over every",
+        "hybrid_remat/exact/checkmate/). `optimal` with scope `cut_bound` or `trivial` is optimal over every",
         "plan. Target = the better of Moccasin's published value and its 2-core re-run.",
         "",
         "| id | B | n | status | TDI% | target | Moccasin pub. | Moccasin 2-core | peak / budget | LB TDI% (scope) "

@@ -31,13 +31,14 @@ import argparse
 import json
 import math
 import multiprocessing as mp
-import pathlib
 import pprint
 import time
 import warnings
 
 import numpy as np
 
+from benchmarks._common import DATASETS, LLAMA, ROOT
+from benchmarks._common import RESULTS as RESULTS_DIR
 from hybrid_remat import plugins
 from hybrid_remat.anytime import warmup
 from hybrid_remat.errors import BudgetError
@@ -50,11 +51,9 @@ from hybrid_remat.portfolio.runner import honours_limits
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 TABLE_PATH = ROOT / "hybrid_remat" / "portfolio" / "calibration_table.py"
-RESULTS = ROOT / "benchmarks" / "results" / "portfolio_calibration.md"
-RAW = ROOT / "benchmarks" / "results" / "portfolio_calibration.json"
-LLAMA = ROOT / "datasets" / "llama_8l_b4_s512.json.gz"
+RESULTS = RESULTS_DIR / "portfolio_calibration.md"
+RAW = RESULTS_DIR / "portfolio_calibration.json"
 PROFILED = ("resnet18_b64", "vgg16_b16", "gpt2_small_b4_s512", "mobilenet_v2_b32", "unet_b8")
 
 
@@ -75,7 +74,7 @@ def instances(depths, budgets=("50%", "30%")):
             add(f"llama x{L} @{b}", lambda g=g, b=b: Problem.single(g, b, kind="gpu"))
         add(f"llama x{L} gpu={budgets[0]}+cpu", lambda g=g: Problem.from_specs(g, [f"gpu={budgets[0]}", "cpu=64GiB"]))
     for name in PROFILED:
-        g = load_graph(ROOT / "datasets" / f"{name}.json.gz")
+        g = load_graph(DATASETS / f"{name}.json.gz")
         for b in budgets:
             add(f"{name} @{b}", lambda g=g, b=b: Problem.single(g, b, kind="gpu"))
     return out

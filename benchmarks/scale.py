@@ -41,9 +41,7 @@ import subprocess
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-LLAMA = ROOT / "datasets" / "llama_8l_b4_s512.json.gz"
+from benchmarks._common import LLAMA, RESULTS, ROOT
 
 
 def _rss_mib() -> tuple[float, float]:

@@ -20,19 +20,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import pathlib
 import re
 import subprocess
 import sys
 import tempfile
 import time
 
+from benchmarks._common import LLAMA, RESULTS, ROOT
 from hybrid_remat.generators import repeat_layers
 from hybrid_remat.loaders import load_graph
 from hybrid_remat.testing import write_remat_graph
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-RESULT = ROOT / "benchmarks" / "results" / "solve_limits.md"
+RESULT = RESULTS / "solve_limits.md"
 SUMMARY = re.compile(r"^time\s+([0-9.]+)s \(warm-up ([0-9.]+)s, (\d+) worker", re.M)
 
 
@@ -43,7 +42,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", default="50%")
     ap.add_argument("--workers", default=None, help="comma-separated; default: the CLI default")
     args = ap.parse_args(argv)
-    base = load_graph(ROOT / "datasets" / "llama_8l_b4_s512.json.gz")
+    base = load_graph(LLAMA)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for L in [int(x) for x in args.layers.split(",")]:

@@ -13,7 +13,7 @@ Usage (from the repository root)::
 
 import argparse
 
-from hybrid_remat.exact.brute import brute_force_optimum, brute_force_staged_optimum
+from hybrid_remat.oracle import brute_force
 from tests.test_exact_checkmate import tiny_problems
 
 
@@ -27,7 +27,7 @@ def main():
     for seed in range(args.seeds):
         for p in tiny_problems(args.per_seed, seed):
             total += 1
-            staged, overall = brute_force_staged_optimum(p), brute_force_optimum(p)
+            staged, overall = brute_force(p, "staged")[0], brute_force(p)[0]
             if staged == float("inf"):
                 empty += int(overall < float("inf"))
                 continue

@@ -53,6 +53,7 @@ import traceback
 import torch
 
 import hybrid_remat.torch as hrt
+from benchmarks._common import RESULTS
 from benchmarks.torch_bench import (
     aten_live_peak,
     checkpoint_method,
@@ -267,8 +268,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="tiny models, budgets 70 50, 2 rounds")
     ap.add_argument("--from-json", metavar="JSON", help="only re-render the table of an earlier run")
     ap.add_argument("--tag", default="", help="suffix of the output files (torch_cpu_<tag>.md)")
-    ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                                         "results"))
+    ap.add_argument("--out", default=os.environ.get("OUT") or str(RESULTS))
     args = ap.parse_args(argv)
     if args.from_json:
         with open(args.from_json) as fh:

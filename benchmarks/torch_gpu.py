@@ -33,6 +33,7 @@ import traceback
 
 import torch
 
+from benchmarks._common import RESULTS
 from benchmarks.torch_cpu import CaseRun, to_markdown, write_outputs
 from benchmarks.torch_models import GPU_CASES
 
@@ -50,8 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=1, help="timed re-runs per op when tracing")
     ap.add_argument("--max-seconds", type=float, default=270.0, help="skip what would start after this")
     ap.add_argument("--solvers", action="store_true", help="also map anytime_solve's plan")
-    ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                                         "results"))
+    ap.add_argument("--out", default=os.environ.get("OUT") or str(RESULTS))
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():

@@ -25,30 +25,27 @@ import argparse
 import json
 import math
 import os
-import pathlib
 import platform
 import time
 import warnings
 
+from benchmarks._common import DATASETS, LLAMA, RESULTS
 from hybrid_remat.anytime import anytime_solve
 from hybrid_remat.generators import repeat_layers
 from hybrid_remat.loaders import load_graph
 from hybrid_remat.portfolio import default_workers
 from hybrid_remat.problem import Problem
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-
 
 def instances(quick: bool):
-    llama = load_graph(ROOT / "datasets" / "llama_8l_b4_s512.json.gz")
+    llama = load_graph(LLAMA)
     if quick:
         return [("llama x6 @50%", Problem.single(repeat_layers(llama, 6), "50%", kind="gpu"))]
     out = []
     for L, b in ((18, "30%"), (77, "50%")):
         out.append((f"llama x{L} @{b}", Problem.single(repeat_layers(llama, L), b, kind="gpu")))
     for name, b in (("gpt2_small_b4_s512", "50%"), ("resnet50_b32", "40%")):
-        out.append((f"{name} @{b}", Problem.single(load_graph(ROOT / "datasets" / f"{name}.json.gz"), b, kind="gpu")))
+        out.append((f"{name} @{b}", Problem.single(load_graph(DATASETS / f"{name}.json.gz"), b, kind="gpu")))
     return out
 
 

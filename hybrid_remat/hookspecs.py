@@ -83,11 +83,17 @@ subclasses for bad input; :mod:`hybrid_remat.testing` checks that they do.
 
 Checking a plugin
 -----------------
-Run :mod:`hybrid_remat.testing` in the plugin's own test suite::
+Run :mod:`hybrid_remat.testing` in the plugin's own test suite, one pytest
+case per named check::
 
-    from hybrid_remat.testing import check_formulation
-    def test_conformance():
-        check_formulation(MyFormulation())
+    from hybrid_remat.testing import parametrize_with_checks
+
+    @parametrize_with_checks([MyFormulation()])
+    def test_battery(obj, check):
+        check(obj)
+
+or every check at once (``check_formulation(MyFormulation())``).
+``CONTRIBUTING.md`` walks through writing each kind.
 """
 
 from __future__ import annotations

@@ -296,40 +296,48 @@ def graph_from_node_link(doc: dict, *, source: str = "<memory>") -> Graph:
 _MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError, RecursionError)
 
 
-class RematGraphLoader(Loader):
-    """Reads ``remat-graph/1`` JSON (plain or gzip)."""
+class _JSONLoader(Loader):
+    """A JSON format read by ``parse(doc, source=path)``; a malformed
+    document becomes one :class:`~hybrid_remat.errors.GraphError` line."""
 
-    name = "remat-graph"
-    version = "1"
+    label = "JSON"
 
-    def sniff(self, path: str, head: bytes) -> bool:
-        return b'"remat-graph/1"' in head or b"remat-graph/1" in head
+    @staticmethod
+    def parse(doc, source: str) -> Graph:
+        raise NotImplementedError
 
     def load(self, path: str) -> Graph:
         doc = read_json(path)
         try:
-            return graph_from_remat_json(doc, source=path)
+            return self.parse(doc, source=path)
         except _MALFORMED as e:
-            raise GraphError(f"{path}: malformed remat-graph/1 document: {type(e).__name__}: {_reason(e)}") from None
+            raise GraphError(f"{path}: malformed {self.label} document: {type(e).__name__}: {_reason(e)}") from None
 
 
-class NodeLinkLoader(Loader):
+class RematGraphLoader(_JSONLoader):
+    """Reads ``remat-graph/1`` JSON (plain or gzip)."""
+
+    name = "remat-graph"
+    version = "1"
+    label = "remat-graph/1"
+    parse = staticmethod(graph_from_remat_json)
+
+    def sniff(self, path: str, head: bytes) -> bool:
+        return b'"remat-graph/1"' in head or b"remat-graph/1" in head
+
+
+class NodeLinkLoader(_JSONLoader):
     """Reads networkx node-link JSON (Checkmate and random-layered files)."""
 
     name = "node-link"
     version = "1"
+    label = "node-link"
+    parse = staticmethod(graph_from_node_link)
 
     def sniff(self, path: str, head: bytes) -> bool:
         if b"remat-graph/1" in head:
             return False
         return b'"nodes"' in head and (b'"links"' in head or b'"edges"' in head or b'"directed"' in head)
-
-    def load(self, path: str) -> Graph:
-        doc = read_json(path)
-        try:
-            return graph_from_node_link(doc, source=path)
-        except _MALFORMED as e:
-            raise GraphError(f"{path}: malformed node-link document: {type(e).__name__}: {_reason(e)}") from None
 
 
 def load_graph(path: str | os.PathLike) -> Graph:

@@ -166,70 +166,31 @@ def keep_all_plan(graph: Graph, device: str = "gpu") -> Plan:
 
 
 def plan_from_rs(graph: Graph, R, S, device: str = "gpu", meta: dict | None = None) -> Plan:
-    """Decode Checkmate's staged ``R``/``S`` matrices into a plan.
+    """Decode Checkmate's staged ``R``/``S`` matrices (one node per stage)
+    into a plan: :func:`hybrid_remat.core.staged.plan_from_staged`.
 
-    Artifact semantics (``schedule_from_rs``): at the start of stage ``t``
-    free every resident value not used later in the stage nor kept into
-    ``t+1``; then run the nodes with ``R[t, i] = 1`` in index order, freeing
-    each input (and the node itself) right after its last use in the stage
-    unless it is kept.  A recomputation of a value that is still resident
-    is skipped (it would not change memory or results).
+    Per stage, drop what the stage does not need, then compute the nodes
+    with ``R[t, i] = 1`` in index order, freeing each value right after its
+    last use in the stage unless ``S[t+1]`` keeps it.  A recomputation of a
+    value that is still resident is skipped.
 
     Raises
     ------
     PlanError
-        If a computed node's input is neither resident nor computed earlier
-        in the stage.
+        The shapes do not match the graph, or a computed node's input is
+        neither resident nor computed earlier in the stage.
     """
-    R = np.asarray(R) > 0.5
-    S = np.asarray(S) > 0.5
-    T, n = R.shape
-    if n != graph.n or S.shape != (T, n):
-        raise PlanError(f"R/S shape {R.shape}/{S.shape} does not match graph with {graph.n} nodes")
-    resident = np.zeros(n, dtype=bool)
-    ops, nodes = [], []
+    from .core.staged import plan_from_staged
 
-    for t in range(T):
-        keep_next = S[t + 1] if t + 1 < T else np.zeros(n, dtype=bool)
-        Rt = R[t]
-        # last position in this stage at which each value is read
-        last_read = np.full(n, -1, dtype=np.int64)
-        for v in np.flatnonzero(Rt):
-            for u in graph.preds(v):
-                last_read[u] = max(last_read[u], v)
-        # S[t] says what is resident at the start of the stage
-        for i in np.flatnonzero(resident & ~S[t]):
-            ops.append(OP_FREE)
-            nodes.append(int(i))
-            resident[i] = False
-        for i in np.flatnonzero(S[t] & ~resident):
-            raise PlanError(f"S[{t},{i}] = 1 but node {i} is not resident at the start of stage {t}")
-        for i in np.flatnonzero(resident):
-            if not keep_next[i] and last_read[i] < 0:
-                ops.append(OP_FREE)
-                nodes.append(int(i))
-                resident[i] = False
-        for i in np.flatnonzero(Rt):
-            i = int(i)
-            for u in graph.preds(i):
-                if not resident[u]:
-                    raise PlanError(f"stage {t}: node {i} needs node {int(u)}, which is neither kept nor computed")
-            if not resident[i]:
-                ops.append(OP_COMPUTE)
-                nodes.append(i)
-                resident[i] = True
-            cand = list(graph.preds(i)) + [i]
-            for u in cand:
-                u = int(u)
-                if resident[u] and not keep_next[u] and last_read[u] <= i:
-                    ops.append(OP_FREE)
-                    nodes.append(u)
-                    resident[u] = False
-    return Plan.single_device(ops, nodes, device, meta)
+    R, S = np.asarray(R), np.asarray(S)
+    if R.ndim != 2 or R.shape[1] != graph.n or S.shape != R.shape:
+        raise PlanError(f"R/S shape {R.shape}/{S.shape} does not match graph with {graph.n} nodes")
+    return plan_from_staged(graph, R, S, device, meta)
 
 
 def rs_from_plan(graph: Graph, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
-    """Staged ``R``/``S`` (``n x n`` bool) of a single-device plan.
+    """Staged ``R``/``S`` (``n x n`` bool) of a single-device plan, one node
+    per stage: :func:`hybrid_remat.core.staged.staged_rs`.
 
     Stage ``t`` ends with the first computation of node ``t``; ``R[t, i]``
     says ``i`` is computed in stage ``t``; ``S[t, i]`` says ``i`` is resident
@@ -241,33 +202,9 @@ def rs_from_plan(graph: Graph, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
         If the plan uses several devices or copies, or does not first
         compute the nodes in index order (it then has no staged form).
     """
-    if (plan.op == OP_COPY).any() or len(set(plan.device.tolist())) > 1:
-        raise PlanError("only single-device plans without copies have a staged R/S form")
-    n = graph.n
-    R = np.zeros((n, n), dtype=bool)
-    S = np.zeros((n, n), dtype=bool)
-    resident = np.zeros(n, dtype=bool)
-    t = 0
-    pending = False  # S[t] is taken just before stage t's first compute (after the frees that follow t-1)
-    for o, v in zip(plan.op.tolist(), plan.node.tolist()):
-        if o == OP_COMPUTE:
-            if pending:
-                S[t] = resident
-                pending = False
-            if t >= n:
-                raise PlanError(f"node {v} is computed after the last node's first computation: no staged form")
-            if v > t:
-                raise PlanError(f"node {v} is computed before node {t}: the plan is not frontier-ordered")
-            R[t, v] = True
-            resident[v] = True
-            if v == t:
-                t += 1
-                pending = t < n
-        else:
-            resident[v] = False
-    if t < n:
-        raise PlanError(f"node {t} is never computed")
-    return R, S
+    from .core.staged import staged_rs
+
+    return staged_rs(graph, plan, np.arange(graph.n + 1, dtype=np.int64))
 
 
 # --------------------------------------------------------------------- JSON

@@ -11,10 +11,10 @@ from hybrid_remat import plugins
 from hybrid_remat.anytime import Result, anytime_solve, trivial_lower_bound
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.errors import HybridRematError
-from hybrid_remat.exact.brute import brute_force_optimum, brute_force_staged_optimum
 from hybrid_remat.exact.lp_rounding import LPRounding
 from hybrid_remat.generators import chain, random_layered, training_graph
 from hybrid_remat.interfaces import Formulation, FormulationResult, Heuristic
+from hybrid_remat.oracle import brute_force
 from hybrid_remat.plan import keep_all_plan
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
@@ -34,7 +34,7 @@ def test_optimal_status_and_bound_on_a_chain():
     r = anytime_solve(p, 60, node_limit=NODES)
     assert r.status == "optimal"
     assert simulate(p, r.plan).valid
-    assert r.objective == pytest.approx(brute_force_staged_optimum(p))
+    assert r.objective == pytest.approx(brute_force(p, "staged")[0])
     assert r.lower_bound == pytest.approx(r.objective) and r.gap == 0
     s = r.summary()
     assert set(s) >= {"total_time", "tdi_pct", "peak_bytes", "lower_bound", "gap", "solver"}
@@ -93,14 +93,14 @@ def test_empty_staged_class_is_not_called_infeasible():
 
     g = Graph.from_arrays([2, 2, 2, 1], [(0, 1), (0, 2), (1, 3), (2, 3)], {"cost": [1.0, 1, 1, 1]})
     p = Problem.single(g, 5)
-    staged = brute_force_staged_optimum(p)
+    staged = brute_force(p, "staged")[0]
     r = anytime_solve(p, 10, heuristics=[], bounds=[], node_limit=NODES)
     if staged == float("inf"):
         assert r.status == "no_solution"  # a restricted model never claims infeasibility
     else:
         assert r.status == "optimal" and r.objective == pytest.approx(staged)
     # a search over every plan does: 1 and 2 must coexist (4 B) and the second of them needs 0 (2 B) too
-    assert brute_force_optimum(p) == float("inf")
+    assert brute_force(p)[0] == float("inf")
     r = anytime_solve(p, 10, heuristics=[], formulations=[], node_limit=NODES)
     assert r.status == "infeasible" and r.plan is None and r.lower_bound == float("inf")
 
@@ -185,7 +185,7 @@ def test_scip_models_are_freed(monkeypatch):
     monkeypatch.setattr(cmod.CheckmateModel, "free", spy)
     g = random_layered(10, seed=1)
     p = Problem.single(g, mid_budget(g, 0.35))
-    assert brute_force_optimum(p) < float("inf")
+    assert brute_force(p)[0] < float("inf")
     # no bound may close the gap before the MILP runs
     anytime_solve(p, 30, node_limit=10, heuristics=["lp_rounding"], bounds=[], workers=1, warm=False)
     assert freed.value == 2  # the LP heuristic's model and the MILP

@@ -56,3 +56,16 @@ def test_command_and_paths():
     assert "resnet18_b64" in [common.stem(p) for p in common.profiled_graphs()]
     with pytest.raises(SystemExit, match="pip install ./plugins/nope"):
         common.require_plugin("hybrid_remat_no_such_plugin", "nope")
+
+
+def test_no_benchmark_edits_sys_path_or_finds_the_repository_itself():
+    """Scripts run as ``python -m benchmarks.NAME`` and take the repository's places from _common."""
+    import pathlib
+
+    here = pathlib.Path(common.__file__).parent
+    for path in sorted(here.glob("*.py")):
+        if path.name == "_common.py":
+            continue
+        text = path.read_text()
+        assert "sys.path.insert" not in text and "sys.path.append" not in text, path.name
+        assert "parents[1]" not in text and "os.path.dirname(HERE)" not in text, path.name

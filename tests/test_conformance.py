@@ -37,47 +37,45 @@ LOADERS = builtin("loaders")
 
 
 # ------------------------------------------------------------- the built-ins
-@pytest.mark.parametrize("heuristic", HEURISTICS, ids=ids(HEURISTICS))
-def test_builtin_heuristic_conforms(heuristic):
-    report = testing.check_heuristic(heuristic)
-    assert report["checked"]
+# one pytest case per (built-in, named check): a broken promise fails alone and names itself
+def _for_small_graphs(formulation):
+    """A formulation whose ``applicable`` leaves the battery's tiny graphs to others, set up to run on them."""
+    from hybrid_remat.exact.decompose import DecomposedFormulation
 
-
-@pytest.mark.parametrize("bound", BOUNDS, ids=ids(BOUNDS))
-def test_builtin_bound_conforms(bound):
-    report = testing.check_bound(bound)
-    assert report["checked"] and any(v is not None for v in report["found"].values())
-
-
-@pytest.mark.parametrize("improver", IMPROVERS, ids=ids(IMPROVERS))
-def test_builtin_improver_conforms(improver):
-    assert testing.check_improver(improver)["checked"]
-
-
-def _configured_for_small_graphs(formulation):
-    """Built-ins that leave the battery's small graphs to others (``applicable``), set up to run on them."""
-    if formulation.name == "decomposed":
-        from hybrid_remat.exact.decompose import DecomposedFormulation
-
+    if isinstance(formulation, DecomposedFormulation):
         return DecomposedFormulation(segment_size=3, min_nodes=0)
     return formulation
 
 
+BUILTINS = [(kind, obj) for kind, objs in (("heuristic", HEURISTICS), ("bound", BOUNDS), ("improver", IMPROVERS),
+                                            ("cost_model", COST_MODELS), ("loader", LOADERS)) for obj in objs]
+
+
+@testing.parametrize_with_checks(BUILTINS)
+def test_builtin(obj, check):
+    check(obj)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("formulation", FORMULATIONS, ids=ids(FORMULATIONS))
-def test_builtin_formulation_conforms(formulation):
-    report = testing.check_formulation(_configured_for_small_graphs(formulation))
-    assert report["checked"]
+@testing.parametrize_with_checks([("formulation", _for_small_graphs(f)) for f in FORMULATIONS])
+def test_builtin_formulation(obj, check):
+    check(obj)
 
 
-@pytest.mark.parametrize("model", COST_MODELS, ids=ids(COST_MODELS))
-def test_builtin_cost_model_conforms(model):
-    assert testing.check_cost_model(model)["checked"]
+@pytest.mark.parametrize("bound", BOUNDS, ids=ids(BOUNDS))
+def test_builtin_bound_finds_a_bound(bound):
+    report = testing.check_bound(bound)
+    assert report["checked"] and any(v is not None for v in report["found"].values())
 
 
-@pytest.mark.parametrize("loader", LOADERS, ids=ids(LOADERS))
-def test_builtin_loader_conforms(loader):
-    assert testing.check_loader(loader)["loaded"]
+def test_every_builtin_has_its_checks():
+    """The parametrized cases above cover every check of every built-in."""
+    for objs, kind in ((HEURISTICS, "heuristic"), (BOUNDS, "bound"), (IMPROVERS, "improver"),
+                       (FORMULATIONS, "formulation"), (COST_MODELS, "cost_model"), (LOADERS, "loader")):
+        assert objs, kind
+        for obj in objs:
+            names = [name for name, _, _ in testing.checks_for(obj, kind=kind)]
+            assert names[0] == "check_declares" and len(names) >= 3 and len(set(names)) == len(names)
 
 
 def test_fixture_plugin_objects_conform():
@@ -323,3 +321,79 @@ def test_scoped_bounds_are_compared_with_staged_witnesses_only():
     scoped = StagedModelBound()
     scoped.capabilities = FormBase.capabilities | {"scoped_bound"}
     assert "random_dag_n10_s3@tight" in testing.check_formulation(scoped, instances=insts)["checked"]
+
+
+# ---------------------------------------------------- the battery as named checks
+class InvalidAndRandom(Base):
+    """Two broken promises at once: an invalid plan and a different answer each call."""
+    calls = 0
+
+    def run(self, problem, *, seed=0):
+        InvalidAndRandom.calls += 1
+        plan = DropsLastNode().run(problem)
+        return plan if InvalidAndRandom.calls % 2 else keep_all_plan(problem.graph, problem.primary.name)
+
+
+def test_one_failed_check_does_not_stop_the_others():
+    with pytest.raises(AssertionError) as e:
+        testing.check_heuristic(InvalidAndRandom())
+    msg = str(e.value)
+    assert "failed 2 of 5 checks" in msg
+    assert "check_heuristic_plans_are_valid: " in msg and "plan ends without ever computing node" in msg
+    assert "check_heuristic_deterministic: " in msg and "not deterministic" in msg
+
+
+def test_each_check_is_its_own_pytest_case():
+    from hybrid_remat.heuristics.keep_all import KeepAll
+
+    mark = testing.parametrize_with_checks([DropsLastNode(), KeepAll()], kind="heuristic")
+    params = mark.args[1]
+    ids = [p.id for p in params]
+    assert ids[:5] == ["bad-check_declares", "bad-check_accepts_an_instance", "bad-check_heuristic_plans_are_valid",
+                       "bad-check_heuristic_plan_at_full_budget", "bad-check_heuristic_deterministic"]
+    outcomes = {}
+    for p in params:
+        obj, check = p.values
+        try:
+            check(obj)
+            outcomes[p.id] = "passed"
+        except AssertionError as e:
+            outcomes[p.id] = str(e)
+    assert "is invalid" in outcomes["bad-check_heuristic_plans_are_valid"]
+    assert outcomes["bad-check_heuristic_deterministic"] == "passed"  # the other checks of the object still pass
+    assert all(v == "passed" for k, v in outcomes.items() if k.startswith("keep_all-"))
+
+
+class RandomTagged(Random):
+    """Declares through its battery tags that the same seed may give another plan."""
+    name = "random_tagged"
+    capabilities = frozenset({"chain", "single_device"})  # where keep-all fits: the chain at 100 %
+    battery_tags = {"deterministic": False, "plan_at_full_budget": False}
+
+
+def test_skips_come_from_tags_and_capabilities_not_names():
+    report = testing.check_heuristic(RandomTagged())
+    assert report["checks"]["check_heuristic_deterministic"] == "skipped: battery tag 'deterministic' is off"
+    assert report["checks"]["check_heuristic_plan_at_full_budget"].startswith("skipped")
+    # a declared "deterministic" capability keeps the check whatever the tags say
+    claims = RandomTagged()
+    claims.capabilities = RandomTagged.capabilities | {"deterministic"}
+    with pytest.raises(AssertionError, match="not deterministic"):
+        testing.check_heuristic(claims)
+    # the same object under another name is checked the same way
+    renamed = RandomTagged()
+    renamed.name = "decomposed"
+    assert testing.check_heuristic(renamed)["checks"] == report["checks"]
+    skipped = [(name, skip) for name, _, skip in testing.checks_for(RandomTagged()) if skip]
+    assert [n for n, _ in skipped] == ["check_heuristic_plan_at_full_budget", "check_heuristic_deterministic"]
+
+
+def test_kinds_are_read_from_the_object():
+    from hybrid_remat.heuristics.local_search import LocalSearch
+
+    assert [testing.kind_of(o) for o in (HEURISTICS[0], FORMULATIONS[0], BOUNDS[0], COST_MODELS[0], LOADERS[0])] \
+        == ["heuristic", "formulation", "bound", "cost_model", "loader"]
+    assert testing.kind_of(LocalSearch()) == "improver"  # registered as both: the caller names the kind
+    assert "check_heuristic_deterministic" in [n for n, _, _ in testing.checks_for(LocalSearch(), kind="heuristic")]
+    with pytest.raises(TypeError, match="none of heuristic"):
+        testing.kind_of(object())

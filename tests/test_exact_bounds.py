@@ -8,9 +8,9 @@ import pytest
 
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.exact.bounds import ancestor_matrix, cut_lower_bound, partition_lower_bound
-from hybrid_remat.exact.brute import brute_force_optimum
 from hybrid_remat.generators import chain, training_graph
 from hybrid_remat.graph import Graph
+from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
 
 
@@ -50,7 +50,7 @@ def test_cut_bound_never_exceeds_the_all_plans_optimum(seed):
     strict = 0
     for p in _problems(seed, 24):
         lb = cut_lower_bound(p)
-        opt = brute_force_optimum(p)
+        opt = brute_force(p)[0]
         assert p.base_cost - 1e-9 <= lb.value <= opt + 1e-9, (lb, opt)
         assert lb.extra <= lb.per_node.max() + 1e-9 or lb.method in ("knapsack", "chains")
         strict += lb.value > p.base_cost + 1e-9
@@ -69,7 +69,7 @@ def test_cut_bound_is_tight_on_a_small_training_graph():
         p = Problem.single(g, B)
         lb = cut_lower_bound(p)
         assert lb.method in ("knapsack", "chains", "lp")
-        got.append((lb.value, brute_force_optimum(p)))
+        got.append((lb.value, brute_force(p)[0]))
     assert got == [(36.0, 36.0), (33.0, 33.0), (31.0, 31.0), (30.0, 30.0)]
 
 
@@ -105,7 +105,7 @@ def test_recomputation_chains_strengthen_the_cut(seed, budget, knapsack, chains,
     assert cut_lower_bound(p, closure=False).value == pytest.approx(knapsack)
     lb = cut_lower_bound(p)
     assert lb.value == pytest.approx(chains) and lb.method == "chains"
-    assert brute_force_optimum(p) == pytest.approx(optimum)
+    assert brute_force(p)[0] == pytest.approx(optimum)
 
 
 def _two_towers():
@@ -129,7 +129,7 @@ def test_partition_bound_adds_up_independent_parts():
     value, extras = partition_lower_bound(p, parts)
     assert extras == [1.0, 1.0] and value == 20.0
     assert cut_lower_bound(p).value == 19.0
-    assert brute_force_optimum(p) == 20.0
+    assert brute_force(p)[0] == 20.0
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -140,7 +140,7 @@ def test_partition_bound_never_exceeds_the_all_plans_optimum(seed):
         cut = int(rng.integers(1, n))
         perm = np.arange(n) if rng.random() < 0.5 else rng.permutation(n)
         value, _ = partition_lower_bound(p, [perm[:cut], perm[cut:]])
-        assert p.base_cost - 1e-9 <= value <= brute_force_optimum(p) + 1e-9
+        assert p.base_cost - 1e-9 <= value <= brute_force(p)[0] + 1e-9
     with pytest.raises(ValueError, match="overlap"):
         partition_lower_bound(p, [[0, 1], [1, 2]])
 
@@ -249,7 +249,7 @@ def test_chains_lp_lies_between_the_knapsack_lp_and_the_chains_milp(seed):
         cost, B = np.asarray(p.cost_matrix[0], float), int(p.budgets[0])
         lp = _closure_lp_bound(g, t, anc, items, cost, g.bytes, B)
         milp = _closure_bound(g, t, anc, items, cost, g.bytes, B)
-        opt = brute_force_optimum(p)
+        opt = brute_force(p)[0]
         # the MILP's bound is lowered by SCIP's tolerance (relative to the data): equal within it
         assert lp is not None and lb.extra - 1e-9 <= lp <= milp + 1e-5 * max(1.0, abs(milp))
         assert p.base_cost + lp <= opt + 1e-9

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
-from hybrid_remat.exact.brute import brute_force_optimum, brute_force_staged_optimum
 from hybrid_remat.exact.checkmate import (
     CheckmateFormulation,
     CheckmateModel,
@@ -17,6 +16,7 @@ from hybrid_remat.exact.checkmate import (
 )
 from hybrid_remat.generators import chain, random_layered, training_graph
 from hybrid_remat.graph import Graph
+from hybrid_remat.oracle import brute_force
 from hybrid_remat.plan import Plan, keep_all_plan, plan_from_order
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
@@ -52,8 +52,8 @@ def test_milp_equals_staged_brute_force_and_never_beats_all_plans(seed):
     is never worse, and the decoded plan is valid and as good as claimed."""
     for p in tiny_problems(10, seed):
         r = CheckmateFormulation(stage_size=1).solve(p, node_limit=NODES)
-        staged = brute_force_staged_optimum(p)
-        overall = brute_force_optimum(p)
+        staged = brute_force(p, "staged")[0]
+        overall = brute_force(p)[0]
         assert overall <= staged
         if staged == float("inf"):
             assert r.status == "no_solution" and r.plan is None and r.stats.get("staged_class_empty")
@@ -70,14 +70,14 @@ def test_block_stages_match_their_own_brute_force():
     for p in tiny_problems(8, seed=3):
         st = stage_starts(p.graph.n, 2)
         r = CheckmateFormulation(stage_size=2).solve(p, node_limit=NODES)
-        expected = brute_force_staged_optimum(p, st)
+        expected = brute_force(p, "staged", starts=st)[0]
         if expected == float("inf"):
             assert r.plan is None
         else:
             assert r.objective == pytest.approx(expected)
             assert simulate(p, r.plan).valid
         # coarser stages can only restrict the class
-        assert expected >= brute_force_staged_optimum(p) - 1e-9
+        assert expected >= brute_force(p, "staged")[0] - 1e-9
         # a restricted model's bound is not reported as a bound
         assert r.lower_bound == float("-inf") or np.isinf(r.lower_bound)
 
@@ -86,7 +86,7 @@ def test_chain_optimum_is_all_plans_optimum():
     g = chain(7, bytes=1, cost=[3, 1, 4, 1, 5, 9, 2])
     p = Problem.single(g, 3)
     r = CheckmateFormulation(stage_size=1).solve(p, node_limit=NODES)
-    assert r.objective == pytest.approx(brute_force_optimum(p))
+    assert r.objective == pytest.approx(brute_force(p)[0])
 
 
 def test_milp_never_worse_than_a_heuristic_start():
@@ -203,7 +203,7 @@ def test_recompute_cap():
     p = Problem.single(g, 6)
     capped = CheckmateFormulation(stage_size=1, recompute_cap=2).solve(p, node_limit=NODES)
     free = CheckmateFormulation(stage_size=1).solve(p, node_limit=NODES)
-    assert free.objective == pytest.approx(brute_force_staged_optimum(p))
+    assert free.objective == pytest.approx(brute_force(p, "staged")[0])
     assert capped.objective >= free.objective - 1e-9
     assert simulate(p, capped.plan).computed.max() <= 2
 
@@ -224,7 +224,7 @@ def test_plan_type():
 
 
 def test_relabel_round_trip_and_greedy_order():
-    from hybrid_remat.exact.reorder import (
+    from hybrid_remat.core.reductions import (
         first_compute_order,
         memory_greedy_order,
         plan_to_original,
@@ -245,7 +245,7 @@ def test_relabel_round_trip_and_greedy_order():
 
 
 def test_staged_evict_plans_are_valid():
-    from hybrid_remat.exact.primal import StagedEvict
+    from hybrid_remat.heuristics.staged_evict import StagedEvict
 
     for seed in range(3):
         g = random_layered(20, seed=seed)
@@ -256,7 +256,7 @@ def test_staged_evict_plans_are_valid():
 
 
 def test_local_search_never_worsens_and_stays_valid():
-    from hybrid_remat.exact.local_search import drop_recomputations, remove_unread
+    from hybrid_remat.core.sequence import drop_recomputations, remove_unread
 
     rng = np.random.default_rng(4)
     for seed in range(4):
@@ -276,7 +276,7 @@ def test_local_search_never_worsens_and_stays_valid():
 
 
 def test_rins_phase_fixes_where_lp_and_incumbent_agree_and_never_worsens():
-    from hybrid_remat.exact.primal import StagedEvict
+    from hybrid_remat.heuristics.staged_evict import StagedEvict
 
     g = random_layered(20, seed=3)
     p = Problem.single(g, (min_feasible_budget(g) + keep_all_peak(g)) // 2)
@@ -322,7 +322,7 @@ def test_relaxed_memory_units_bound_the_staged_class_and_conservative_ones_restr
         up = MemoryScale.choose(g.bytes, B, max_units=3, target_units=3)
         down = MemoryScale.choose(g.bytes, B, max_units=3, target_units=3, relax=True)
         assert not up.exact and down.relaxed and down.bound_valid and not up.bound_valid
-        staged = brute_force_staged_optimum(p)
+        staged = brute_force(p, "staged")[0]
         relaxed, conservative = _model_optimum(p, down), _model_optimum(p, up)
         assert relaxed <= staged + 1e-9 <= conservative + 2e-9
         seen_strict += relaxed < staged - 1e-9 or staged < conservative - 1e-9
@@ -341,7 +341,7 @@ def test_full_phase_reports_a_valid_bound_with_inexact_units():
         lo, hi = min_feasible_budget(g), keep_all_peak(g)
         p = Problem.single(g, int(lo + 0.5 * (hi - lo)))
         r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, node_limit=NODES)
-        staged = brute_force_staged_optimum(p)
+        staged = brute_force(p, "staged")[0]
         assert r.stats["mem_relaxed"] and not r.stats["mem_exact"]
         if r.plan is not None:
             assert simulate(p, r.plan).valid

@@ -7,13 +7,13 @@ from test_exact_checkmate import tiny_problems  # noqa: E402  (tests/ is on sys.
 
 from hybrid_remat.anytime import anytime_solve
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
-from hybrid_remat.exact.brute import brute_force_staged_optimum
 from hybrid_remat.exact.checkmate import CheckmateFormulation, CheckmateModel, solve_r_opt, stage_starts
 from hybrid_remat.exact.decompose import DecomposedFormulation, segments, solve_window
 from hybrid_remat.generators import chain, random_layered
 from hybrid_remat.heuristics.dtr import DTR
-from hybrid_remat.heuristics.splitting import LifetimeSplit
+from hybrid_remat.heuristics.lifetime_split import LifetimeSplit
 from hybrid_remat.interfaces import accepts
+from hybrid_remat.oracle import brute_force
 from hybrid_remat.plan import plan_from_rs, rs_from_plan
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
@@ -38,7 +38,7 @@ def _poor_start(p):
 def _cases(count, seed):
     """Tiny problems with a finite staged optimum and a valid poor start: (problem, staged optimum, start)."""
     for p in tiny_problems(count, seed=seed):
-        staged = brute_force_staged_optimum(p)
+        staged = brute_force(p, "staged")[0]
         start = _poor_start(p)
         if np.isfinite(staged) and start is not None:
             yield p, staged, start

@@ -19,13 +19,12 @@ from hybrid_remat.exact._scip import (
     status_of,
     trusted_dual,
 )
-from hybrid_remat.exact.brute import brute_force_optimum, brute_force_staged_optimum
 from hybrid_remat.exact.checkmate import CheckmateFormulation, CheckmateModel
 from hybrid_remat.exact.lp_rounding import LPRounding
 from hybrid_remat.graph import Graph
-from hybrid_remat.hetero.brute import brute_force
 from hybrid_remat.hetero.xengine import XEngineMILP
 from hybrid_remat.limits import Limits
+from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
@@ -123,7 +122,7 @@ def test_the_issue_example_cut_bound_at_1e9_seconds():
     from hybrid_remat.exact.bounds import cut_lower_bound
 
     p = _issue_example(1e-9)
-    assert cut_lower_bound(p).value <= brute_force_optimum(p) * (1 + 1e-9)
+    assert cut_lower_bound(p).value <= brute_force(p)[0] * (1 + 1e-9)
 
 
 def _scaled(p: Problem, s: float) -> Problem:
@@ -138,7 +137,7 @@ def test_checkmate_and_lp_bounds_hold_at_every_cost_scale(scale):
     brute force, with costs of 1e-9 s, 1 s and 1e6 s."""
     for p0 in tiny_problems(8, seed=21):
         p = _scaled(p0, scale)
-        staged = brute_force_staged_optimum(p)
+        staged = brute_force(p, "staged")[0]
         r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, node_limit=NODES)
         if not np.isfinite(staged):
             assert r.plan is None
@@ -156,9 +155,9 @@ def test_the_issue_example_at_1e9_seconds():
     """Issue 12.3's instance at 1 ns per node: 8 ns (brute force) over every
     plan, 10 ns over the staged plans of the reference order."""
     p = _issue_example(1e-9)
-    assert brute_force_optimum(p) == pytest.approx(8e-9)
+    assert brute_force(p)[0] == pytest.approx(8e-9)
     r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, node_limit=NODES)
-    assert r.objective == pytest.approx(brute_force_staged_optimum(p)) == pytest.approx(10e-9)
+    assert r.objective == pytest.approx(brute_force(p, "staged")[0]) == pytest.approx(10e-9)
     assert r.lower_bound <= r.objective and CheckmateFormulation.bound_scope == "staged"
     with CheckmateModel(p) as cm:
         assert cm.objscale.scale == pytest.approx(1e-9)  # model coefficients are 1, not 1e-9
@@ -169,7 +168,7 @@ def test_xengine_bounds_hold_at_every_cost_scale(scale):
     rng = np.random.default_rng(7)
     for _ in range(8):
         p = tiny(rng, scale, n_hi=6, objective="serial")
-        bt, _ = brute_force(p, frontier=True)
+        bt, _ = brute_force(p, "frontier")
         res = XEngineMILP().solve(p, node_limit=NODES)
         assert res.status == "optimal" and simulate(p, res.plan).valid
         assert res.objective == pytest.approx(bt, rel=1e-9)

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from hybrid_remat import plugins
 from hybrid_remat.budgets import budget_lower_bound, keep_all_peak, min_feasible_budget
-from hybrid_remat.exact.brute import brute_force_optimum
 from hybrid_remat.feasibility import (
     FeasibilityBound,
     _order_bound_kernel,
@@ -22,6 +21,7 @@ from hybrid_remat.feasibility import (
 from hybrid_remat.generators import random_dag
 from hybrid_remat.graph import Graph
 from hybrid_remat.limits import Limits
+from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Device, Problem
 from hybrid_remat.simulate import simulate
 
@@ -35,7 +35,7 @@ def on_one_device(graph, budget):
 def brute_smallest_budget(graph):
     """The least budget at which brute force finds any plan."""
     for budget in range(max(1, budget_lower_bound(graph)), keep_all_peak(graph) + 1):
-        if math.isfinite(brute_force_optimum(on_one_device(graph, budget))):
+        if math.isfinite(brute_force(on_one_device(graph, budget))[0]):
             return budget
     raise AssertionError("the keep-all plan always fits its own peak")
 

@@ -12,12 +12,12 @@ from hybrid_remat.budgets import keep_all_peak, node_need_bytes
 from hybrid_remat.errors import HybridRematError, PlanError
 from hybrid_remat.generators import chain
 from hybrid_remat.graph import Graph
-from hybrid_remat.hetero.brute import brute_force
 from hybrid_remat.hetero.heft import HeftScheduler, heft_kernel, rank_order, upward_rank
 from hybrid_remat.hetero.heft_kernel import graph_record, machine_record, params_record
 from hybrid_remat.hetero.lift import LiftedSingleDevice, gpu_only_problem, lift_plan, remove_dead_computes
 from hybrid_remat.hetero.paging import HeftOffload, PagingMILP, paging_problem
 from hybrid_remat.hetero.xengine import XEngineMILP, coarse_ends, decode, model_size, stage_arrays
+from hybrid_remat.oracle import brute_force
 from hybrid_remat.plan import OP_COMPUTE, Plan, plan_from_order
 from hybrid_remat.problem import Device, Link, Problem
 from hybrid_remat.simulate import simulate
@@ -169,7 +169,7 @@ def test_graph_that_does_not_fit_on_gpu_gets_a_cpu_gpu_plan():
         assert any(plan.devices[d] == "cpu" for o, d in zip(plan.op, plan.device, strict=False) if o == OP_COMPUTE)
     res = XEngineMILP().solve(p, node_limit=2000)
     assert res.status == "optimal" and simulate(p, res.plan).valid
-    assert res.objective == pytest.approx(brute_force(p, frontier=True)[0])
+    assert res.objective == pytest.approx(brute_force(p, "frontier")[0])
 
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(DATASETS, "vgg16_b16.json.gz")), reason="dataset missing")
@@ -246,7 +246,7 @@ def test_milp_equals_brute_force_on_tiny_graphs():
     rng = np.random.default_rng(0)
     for _ in range(25):
         p = random_problem(rng)
-        bt, _ = brute_force(p, frontier=True)
+        bt, _ = brute_force(p, "frontier")
         res = XEngineMILP().solve(p, node_limit=20000)
         assert res.status == "optimal"
         assert res.objective == pytest.approx(bt)
@@ -260,7 +260,7 @@ def test_brute_force_frontier_restriction_is_a_restriction():
     rng = np.random.default_rng(5)
     for _ in range(10):
         p = random_problem(rng, 3, 5)
-        assert brute_force(p)[0] <= brute_force(p, frontier=True)[0] + 1e-12
+        assert brute_force(p)[0] <= brute_force(p, "frontier")[0] + 1e-12
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -352,7 +352,7 @@ def test_paging_mode_computes_on_gpu_only_and_matches_brute_force():
     for _ in range(8):
         p = random_problem(rng, 2, 5)
         pp = paging_problem(p)
-        bt, _ = brute_force(pp, frontier=True)
+        bt, _ = brute_force(pp, "frontier")
         res = PagingMILP().solve(p, node_limit=20000)
         assert res.objective == pytest.approx(bt)
         r = simulate(p, res.plan)
@@ -442,7 +442,7 @@ def test_window_models_are_neighbourhoods_of_their_plan():
         R, S, X, cur = base
         cur_t = simulate(p, cur).total_time
         n = p.graph.n
-        opt, _ = brute_force(p, frontier=True)
+        opt, _ = brute_force(p, "frontier")
         for a, b, back in ((0, n, n), (1, min(n, 3), 1), (n - 2, n, 0)):
             fs, fn = np.zeros(n, bool), np.zeros(n, bool)
             fs[a:b] = True

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from hybrid_remat.core.sequence import (
+    held_last_uses_kernel,
+    minimal_plan,
     prune_kernel,
     sequence_peak_kernel,
     sequence_plan_kernel,
@@ -150,3 +152,40 @@ def _forward_undirected(g):
     und.add_edge(-1, int(fwd[0]))
     und.add_edge(int(fwd[-1]), -2)
     return und
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_holds_keep_values_resident_up_to_their_position(seed):
+    """``minimal_plan(..., holds=)`` (the torch runtime's saved inputs): the
+    kernel equals its Python version, every held value is resident when its
+    position computes, the plan is valid and no held plan peaks lower."""
+    p, a = _arrays(seed, "100%")
+    rng = np.random.default_rng(seed)
+    seq = np.sort(np.concatenate([np.arange(a.n), rng.integers(0, a.n, size=5)]), kind="stable")
+    holds = {}
+    for _ in range(6):
+        pos = int(rng.integers(seq.size))
+        holds.setdefault(pos, []).append(int(rng.integers(0, int(seq[pos]) + 1)))
+    ptr = np.zeros(seq.size + 1, dtype=np.int64)
+    for pos, us in holds.items():
+        ptr[pos + 1] += len(us)
+    ptr = np.cumsum(ptr)
+    idx = np.concatenate([np.asarray(holds[q], dtype=np.int64) for q in sorted(holds)])
+    active = np.ones(seq.size, dtype=np.bool_)
+    end = held_last_uses_kernel(seq, active, a.pred_ptr, a.pred_idx, a.n, ptr, idx)
+    assert np.array_equal(end, _py(held_last_uses_kernel)(seq, active, a.pred_ptr, a.pred_idx, a.n, ptr, idx))
+    plan, peak = minimal_plan(p.graph, seq, p.primary.name, holds=holds)
+    r = simulate(p, plan, check_budget=False)
+    assert r.valid, r.error
+    assert r.peak_bytes[p.primary.name] == peak
+    assert peak >= minimal_plan(p.graph, seq, p.primary.name)[1]
+    resident, k = set(), 0
+    for step in plan.steps():     # walk the plan: at the compute of position k, every value held there is resident
+        if step.op == "compute":
+            # (a hold of the node computed at k itself is the new instance's)
+            held = [u for u in holds.get(k, []) if u in set(seq[:k].tolist()) and u != seq[k]]
+            assert set(held) <= resident, (k, held, resident)
+            resident.add(step.node)
+            k += 1
+        elif step.op == "free":
+            resident.discard(step.node)

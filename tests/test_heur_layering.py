@@ -1,6 +1,7 @@
-"""The plan classes sit below the planners: nothing in ``heuristics/`` (but
-``lp_rounding``, which moves to ``exact/``), ``core/`` or the oracle
-imports ``exact/``, and ``core/`` imports no planner."""
+"""The plan classes sit below the planners: nothing in ``heuristics/``,
+``core/`` or the oracle imports ``exact/``, nothing in ``exact/`` imports
+``heuristics/`` (a formulation that wants a heuristic's plan finds it
+through the registry), and ``core/`` imports no planner."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pathlib
 import pytest
 
 PKG = pathlib.Path(__file__).resolve().parents[1] / "hybrid_remat"
-MOVING = {"lp_rounding.py"}  # an exact model's rounding: it moves to exact/ (helper scip)
 
 
 def _imports(path: pathlib.Path) -> set[str]:
@@ -31,15 +31,31 @@ def _imports(path: pathlib.Path) -> set[str]:
     return out
 
 
-FILES = sorted([p for p in (PKG / "heuristics").glob("*.py") if p.name not in MOVING]
-               + list((PKG / "core").glob("*.py")) + [PKG / "oracle.py"])
+def _under(mod: str, package: str) -> bool:
+    return mod == f"hybrid_remat.{package}" or mod.startswith(f"hybrid_remat.{package}.")
 
 
-@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(PKG)) for p in FILES])
+BELOW = sorted(list((PKG / "heuristics").rglob("*.py")) + list((PKG / "core").rglob("*.py")) + [PKG / "oracle.py"])
+EXACT = sorted((PKG / "exact").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", BELOW, ids=[str(p.relative_to(PKG)) for p in BELOW])
 def test_no_planner_below_imports_the_exact_models(path):
-    bad = sorted(m for m in _imports(path) if m == "hybrid_remat.exact" or m.startswith("hybrid_remat.exact."))
+    bad = sorted(m for m in _imports(path) if _under(m, "exact"))
     assert not bad, f"{path.name} imports {bad}"
     if path.parent.name == "core":
-        up = sorted(m for m in _imports(path) if m.split(".")[:2] in (["hybrid_remat", "heuristics"],
-                                                                      ["hybrid_remat", "hetero"]))
+        up = sorted(m for m in _imports(path) if _under(m, "heuristics") or _under(m, "hetero"))
         assert not up, f"{path.name} imports {up}"
+
+
+@pytest.mark.parametrize("path", EXACT, ids=[str(p.relative_to(PKG)) for p in EXACT])
+def test_no_exact_model_imports_the_heuristics(path):
+    bad = sorted(m for m in _imports(path) if _under(m, "heuristics"))
+    assert not bad, f"{path.relative_to(PKG)} imports {bad}"
+
+
+def test_the_import_reader_sees_relative_imports():
+    """The check above can fail: a relative import of the heuristics from exact/ is seen."""
+    probe = PKG / "exact" / "checkmate" / "formulation.py"
+    assert "hybrid_remat.core.staged" in _imports(probe)
+    assert any(_under(m, "heuristics") for m in _imports(PKG / "heuristics" / "dtr.py"))

@@ -1,4 +1,4 @@
-"""The ``lns`` formulation (ruin and recreate on the incumbent) and how
+"""The ``lns`` improver (ruin and recreate on the incumbent) and how
 anytime_solve orders and selects formulations."""
 
 import threading
@@ -10,9 +10,9 @@ from hybrid_remat.anytime import anytime_solve
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.generators import random_layered
 from hybrid_remat.heuristics.dtr import DTR
-from hybrid_remat.heuristics.lns import LNSFormulation
-from hybrid_remat.heuristics.local_search import LocalSearch
+from hybrid_remat.heuristics.local_search import LNS, LocalSearch
 from hybrid_remat.interfaces import Formulation, FormulationResult
+from hybrid_remat.limits import Limits
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
@@ -27,13 +27,13 @@ def test_lns_improves_a_poor_start_and_is_deterministic_with_a_move_limit():
     start = DTR("lru", name="dtr_lru").run(p)
     base = simulate(p, start).total_time
     seen = []
-    r1 = LNSFormulation().solve(p, incumbent=start, node_limit=40, on_incumbent=lambda pl, s: seen.append(pl))
-    r2 = LNSFormulation().solve(p, incumbent=start, node_limit=40)
-    assert r1.status == "feasible" and simulate(p, r1.plan).valid
-    assert r1.objective < base and r1.lower_bound == float("-inf")
-    assert r1.objective == r2.objective and r1.plan == r2.plan
+    r1 = LNS(max_iters=40).improve(p, start, limits=Limits.seconds(60.0), on_incumbent=lambda pl, s: seen.append(pl))
+    r2 = LNS(max_iters=40).improve(p, start, limits=Limits.seconds(60.0))
+    sim = simulate(p, r1)
+    assert sim.valid and sim.total_time < base
+    assert r1 == r2
     costs = [simulate(p, pl).total_time for pl in seen]  # progress reports, each valid and better
-    assert costs and costs[-1] == r1.objective and all(x > y for x, y in zip(costs, costs[1:]))
+    assert costs and costs[-1] == sim.total_time and all(x > y for x, y in zip(costs, costs[1:]))
     assert all(simulate(p, pl).valid for pl in seen)
 
 
@@ -41,12 +41,12 @@ def test_lns_honours_a_set_stop_event_and_works_without_incumbent():
     p = _problem(seed=2)
     stop = threading.Event()
     stop.set()
-    r = LNSFormulation().solve(p, incumbent=None, node_limit=1000, stop=stop)
+    plan = LNS(max_iters=1000).improve(p, None, limits=Limits.seconds(60.0, stop=stop))
     # a set stop event: the first deterministic start only, no move (the plan of a zero time and move budget)
     no_moves = LocalSearch().improve(p, None, time_limit=0.0, max_iters=0)
-    assert r.plan == no_moves and simulate(p, r.plan).valid
-    r = LNSFormulation().solve(p, incumbent=None, node_limit=5)
-    assert r.status == "feasible" and simulate(p, r.plan).valid
+    assert plan == no_moves and simulate(p, plan).valid
+    plan = LNS(max_iters=5).improve(p, None, limits=Limits.seconds(60.0))
+    assert plan is not None and simulate(p, plan).valid
 
 
 class _Recorder(Formulation):

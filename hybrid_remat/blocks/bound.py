@@ -42,7 +42,7 @@ Examples
 >>> import networkx as nx
 >>> from hybrid_remat.generators import training_graph
 >>> from hybrid_remat.problem import Problem
->>> from hybrid_remat.exact.brute import brute_force_optimum
+>>> from hybrid_remat.oracle import brute_force
 >>> fw = nx.DiGraph()
 >>> for i in range(5):          # a stem and two blocks of (wide, narrow)
 ...     fw.add_node(i, bytes=3 if i % 2 else 1, cost=1.0 + i % 2)
@@ -50,7 +50,7 @@ Examples
 ...         fw.add_edge(i - 1, i)
 >>> p = Problem.single(training_graph(fw), 9)
 >>> lb = block_lower_bound(p)
->>> p.base_cost < lb.value <= brute_force_optimum(p)
+>>> p.base_cost < lb.value <= brute_force(p)[0]
 True
 """
 
@@ -72,12 +72,15 @@ __all__ = ["BlockBound", "block_lower_bound", "BlockBoundSource", "blocks_applic
 @dataclass
 class BlockBound:
     """``value`` bounds every plan's total compute time (``base + extra``);
-    ``node`` is the cut (-1: none, the trivial bound)."""
+    ``node`` is the cut (-1: none, the trivial bound); ``tolerance``: how
+    far SCIP's tolerances may have lowered it (a plan within it of the bound
+    reaches it)."""
 
     value: float
     extra: float
     node: int
     stats: dict = field(default_factory=dict)
+    tolerance: float = 0.0
 
 
 def _groups(problem, bs: BlockStructure, t: int, anc, items):
@@ -116,7 +119,8 @@ def _groups(problem, bs: BlockStructure, t: int, anc, items):
 
 
 def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = math.inf):
-    """The block bound at cut ``t`` (``None`` when stopped before any front)."""
+    """``(value, slack)``: the block bound at cut ``t`` and how far SCIP's
+    tolerances may have lowered it (``None`` when stopped before any front)."""
     from ..exact.bounds import cut_items
 
     g = problem.graph
@@ -138,9 +142,9 @@ def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = 
     try:
         if not fronts or not all(st.points for _, st in fronts):
             return None
-        value, used = _allocate_bound([(c, st.bound_items()) for c, st in fronts], cap - fixed_bytes, limits)
+        value, used, slack = _allocate_bound(fronts, cap - fixed_bytes, limits)
         done = 0
-        while done < rounds and value < enough:
+        while done < rounds and value + slack < enough:
             # points chosen by the integer program whose range below is a coarse gap: solve them exactly
             gaps = [(k, i) for k, i in used if fronts[k][1].points[i].covers_from < fronts[k][1].points[i].held]
             if not gaps or limits.expired():
@@ -150,50 +154,57 @@ def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = 
             done += 1
             if limits.expired():
                 break
-            again, used = _allocate_bound([(c, st.bound_items()) for c, st in fronts], cap - fixed_bytes, limits)
-            value = max(value, again)          # every round's dual bound is valid
+            again, used, again_slack = _allocate_bound(fronts, cap - fixed_bytes, limits)
+            if again > value:                  # every round's dual bound is valid
+                value, slack = again, again_slack
     finally:
         for _, st in fronts:
             st.close()
     stats.setdefault("cuts", []).append({"node": int(t), "groups": len(groups), "kinds": len(fronts),
                                          "refinements": done,
                                          "solves": sum(st.stats.get("solves", 0) for _, st in fronts)})
-    return value
+    return value, slack
 
 
 def _allocate_bound(fronts, cap, limits):
-    """Dual bound of ``min sum cost`` choosing one item per group (counts per
-    kind) with ``sum memory <= cap`` (``inf`` when infeasible), and the items
-    of its best solution as ``(kind, item)`` pairs."""
+    """``(bound, used, slack)``: the dual bound of ``min sum cost`` choosing
+    one item of each staircase's :meth:`~.staircase.Staircase.bound_items`
+    per group (``fronts``: ``[(count, staircase)]``, counts per kind) with
+    ``sum memory <= cap`` (``inf`` when infeasible), the items of its best
+    solution as ``(kind, item)`` pairs, and how far SCIP's tolerances may
+    have lowered the bound (here and in the staircases).  On the SCIP layer:
+    the objective scaled by its largest cost, only a trusted dual bound
+    counts (lowered by SCIP's tolerance; 0, the trivial bound, otherwise)."""
     from pyscipopt import quicksum
 
-    from ..exact.cut_models import scip_model
+    from ..exact._scip import ObjectiveScale, cap_nodes, run, scip_model
 
     if not fronts:
-        return 0.0, []
+        return 0.0, [], 0.0
     if cap < 0:
-        return math.inf, []
-    m = scip_model("block_bound", 100_000, limits)
-    try:
-        scale = max([1e-30] + [abs(e) for _, pts in fronts for _, e in pts])
+        return math.inf, [], 0.0
+    inherited = sum(count * st.slack for count, st in fronts)
+    fronts = [(count, st.bound_items()) for count, st in fronts]
+    sc = ObjectiveScale.of([e for _, pts in fronts for _, e in pts])
+    with scip_model("block_bound") as m:
         mem, var = [], {}
         for k, (count, pts) in enumerate(fronts):
-            n = [m.addVar(vtype="I", lb=0, ub=count, obj=e / scale) for _, e in pts]
+            n = [m.addVar(vtype="I", lb=0, ub=count, obj=sc.coef(e)) for _, e in pts]
             m.addCons(quicksum(n) == count)
             mem += [(h, v) for (h, _), v in zip(pts, n, strict=True)]
             var.update({(k, i): v for i, v in enumerate(n)})
         m.addCons(quicksum(float(h) * v for h, v in mem) <= float(cap))
-        m.optimize()
-        if m.getStatus() == "infeasible":
-            return math.inf, []
-        db = m.getDualbound()
+        res = run(m, limits=cap_nodes(limits, 100_000))
         used = []
-        if m.getNSols():
+        if res.has_solution:
             sol = m.getBestSol()
             used = [key for key, v in var.items() if m.getSolVal(sol, v) > 0.5]
-        return (max(0.0, float(db) * scale) if abs(db) < 1e19 else 0.0), used
-    finally:
-        m.free()
+        res.reraise()
+        if res.status == "infeasible":
+            return math.inf, [], 0.0
+        if res.dual is None:
+            return 0.0, used, 0.0
+        return max(0.0, sc.bound(res.dual)), used, inherited + sc.real(res.dual) - sc.bound(res.dual)
 
 
 def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts: int = 3,
@@ -218,16 +229,16 @@ def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts:
     screen = cut_lower_bound(problem, exact_nodes=0, limits=limits.share(0.3 * left) if math.isfinite(left) else limits)
     per = screen.per_node
     top = [t for t in np.argsort(-per, kind="stable")[:cuts].tolist() if per[t] > 0]
-    best, best_t = 0.0, -1
+    best, best_t, slack = 0.0, -1, 0.0
     enough = target - base - 1e-9 * abs(target) if math.isfinite(target) else math.inf
     for t in top:
-        if limits.expired() or best >= enough:
+        if limits.expired() or best + slack >= enough:
             break
-        val = _cut_value(problem, bs, t, limits, stats, enough=enough)
-        if val is not None and val > best:
-            best, best_t = val, int(t)
+        got = _cut_value(problem, bs, t, limits, stats, enough=enough)
+        if got is not None and got[0] > best:
+            (best, slack), best_t = got, int(t)
     stats["seconds"] = now() - t0
-    return BlockBound(base + best, best, best_t, stats)
+    return BlockBound(base + best, best, best_t, stats, tolerance=2.0 * slack + 1e-12 * (base + best))
 
 
 def blocks_applicable(problem, structure: BlockStructure | None = None) -> tuple[bool, str]:
@@ -247,9 +258,12 @@ def blocks_applicable(problem, structure: BlockStructure | None = None) -> tuple
 class RemembersBlocks:
     """Detection once per graph: the structure of the last graph seen is kept
     on the object (a component is asked ``applicable`` then run); the graph
-    itself only weakly."""
+    itself only weakly.  ``applicable``: :func:`blocks_applicable`."""
 
     _seen: tuple = (None, None)
+
+    def applicable(self, problem) -> tuple[bool, str]:
+        return blocks_applicable(problem, self.structure(problem.graph))
 
     def structure(self, graph) -> BlockStructure | None:
         """The graph's blocks (:func:`~hybrid_remat.blocks.detect.detect_blocks`)."""
@@ -273,9 +287,7 @@ class BlockBoundSource(RemembersBlocks, Bound):
     rank = 6.0
     bound_scope = ALL_PLANS
 
-    def applicable(self, problem) -> tuple[bool, str]:
-        return blocks_applicable(problem, self.structure(problem.graph))
-
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
         bb = block_lower_bound(problem, structure=self.structure(problem.graph), limits=limits)
-        return BoundResult(bb.value, ALL_PLANS, {"extra": bb.extra, "node": bb.node, **bb.stats})
+        return BoundResult(bb.value, ALL_PLANS, {"extra": bb.extra, "node": bb.node, "tolerance": bb.tolerance,
+                                                 **bb.stats})

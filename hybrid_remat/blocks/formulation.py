@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import math
 
+from ..exact._scip import check_bound
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
-from .bound import RemembersBlocks, block_lower_bound, blocks_applicable
+from .bound import RemembersBlocks, block_lower_bound
 from .solver import solve_blocks
 
 __all__ = ["BlocksFormulation"]
@@ -43,9 +44,6 @@ class BlocksFormulation(RemembersBlocks, Formulation):
     capabilities = frozenset({"dag", "single_device", "needs_budget", "serial", "exact", "honours_limits"})
     rank = 8.0
     bound_scope = ALL_PLANS
-
-    def applicable(self, problem) -> tuple[bool, str]:
-        return blocks_applicable(problem, self.structure(problem.graph))
 
     def predict_seconds(self, problem) -> float:
         """About 3 s of SCIP (the staircases, independent of depth) and a few
@@ -67,5 +65,10 @@ class BlocksFormulation(RemembersBlocks, Formulation):
         stats = {"solver": r.stats, "bound": {"node": bb.node, **bb.stats}, "blocks": bs.n_blocks}
         if r.plan is None:
             return FormulationResult("no_solution", lower_bound=bb.value, stats=stats)
-        proved = r.objective <= bb.value * (1 + 1e-9)
-        return FormulationResult("optimal" if proved else "feasible", r.plan, r.objective, bb.value, stats)
+        tol = bb.tolerance + 1e-9 * abs(r.objective)
+        bound, note = check_bound(bb.value, r.objective, tol)   # a bound above a simulated plan: dropped
+        if note:
+            stats["bound_note"] = note
+        proved = r.objective - bound <= tol    # within SCIP's tolerance of the bound, the plan reaches it
+        return FormulationResult("optimal" if proved else "feasible", r.plan, r.objective,
+                                 r.objective if proved else bound, stats)

@@ -277,19 +277,19 @@ def allocate(L: int, held, inside, extra, epi_inside, epi_extra, capacity: float
     when nothing fits."""
     from pyscipopt import quicksum
 
-    from ..exact.cut_models import scip_model
+    from ..exact._scip import ObjectiveScale, cap_nodes, run, scip_model
 
     limits = limits or Limits()
     held = np.asarray(held, dtype=np.float64)
     inside = np.asarray(inside, dtype=np.float64)
     order = np.argsort(-(inside - held), kind="stable")
     unit = max(1.0, capacity / 1e6)
-    m = scip_model("blocks_allocate", 1_000_000, limits)
-    try:
-        escale = max([1e-30, *np.abs(extra).tolist(), *np.abs(epi_extra).tolist()])
-        n = {o: m.addVar(vtype="I", lb=0, ub=L, obj=float(extra[o]) / escale) for o in order.tolist()}
+    sc = ObjectiveScale.of(np.concatenate([np.asarray(extra, dtype=np.float64).ravel(),
+                                           np.asarray(epi_extra, dtype=np.float64).ravel()]))
+    with scip_model("blocks_allocate") as m:
+        n = {o: m.addVar(vtype="I", lb=0, ub=L, obj=sc.coef(extra[o])) for o in order.tolist()}
         y = {o: m.addVar(vtype="B") for o in order.tolist()}
-        z = [m.addVar(vtype="B", obj=float(e) / escale) for e in epi_extra]
+        z = [m.addVar(vtype="B", obj=sc.coef(e)) for e in epi_extra]
         m.addCons(quicksum(n.values()) == L)
         cap = capacity / unit
         prefix = []
@@ -303,15 +303,15 @@ def allocate(L: int, held, inside, extra, epi_inside, epi_extra, capacity: float
             m.addCons(quicksum(z) == 1)
             m.addCons(quicksum(held[p] / unit * n[p] for p in prefix)
                       + quicksum(float(epi_inside[i]) / unit * z[i] for i in range(len(z))) <= cap)
-        m.optimize()
-        if m.getNSols() == 0:
-            return None
-        sol = m.getBestSol()
-        counts = {o: int(round(m.getSolVal(sol, n[o]))) for o in order.tolist()}
-        epi = int(np.argmax([m.getSolVal(sol, v) for v in z])) if z else None
-        return counts, epi, order.tolist()
-    finally:
-        m.free()
+        res = run(m, limits=cap_nodes(limits, 1_000_000))
+        got = None
+        if res.has_solution:
+            sol = m.getBestSol()
+            counts = {o: int(round(m.getSolVal(sol, n[o]))) for o in order.tolist()}
+            epi = int(np.argmax([m.getSolVal(sol, v) for v in z])) if z else None
+            got = counts, epi, order.tolist()
+        res.reraise()
+        return got
 
 
 def _assign(counts, order):

@@ -18,8 +18,10 @@ epsilon-constraint method: ``min e`` subject to ``h <= H``, then ``H = h -
 1`` with ``h`` the held bytes of the solution (a point that costs no more
 than the previous one replaces it), until no ``x`` fits.  Each point
 carries its ``x``.  The models are tiny (two binaries per node of one
-block) and solved to optimality; a point whose model stops at a limit ends
-the front (``complete = False``).
+block) and solved to optimality on the SCIP layer
+(:mod:`hybrid_remat.exact._scip`: scaled objective, trusted dual bounds,
+the model always freed); a point whose model stops at a limit ends the
+front (``complete = False``).
 
 Examples
 --------
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..exact._scip import ObjectiveScale, OwnsModel
 from ..limits import Limits
 
 __all__ = ["StairPoint", "Staircase", "closure_staircase"]
@@ -52,7 +55,8 @@ class StairPoint:
 
     For bounds: ``extra_bound`` (the model's optimum, at most ``extra``)
     bounds the extra time of every held set of ``covers_from`` to ``query``
-    bytes (the next point covers less memory)."""
+    bytes (the next point covers less memory); it lies at most ``slack``
+    below the model's optimum (SCIP's tolerance, in seconds)."""
 
     held: int
     extra: float
@@ -61,6 +65,7 @@ class StairPoint:
     query: int = 0
     extra_bound: float = 0.0
     covers_from: int = 0
+    slack: float = 0.0
 
 
 @dataclass
@@ -89,6 +94,11 @@ class Staircase:
         item, at least ``memory`` bytes and at least ``extra`` time."""
         return [(p.covers_from, p.extra_bound) for p in self.points]
 
+    @property
+    def slack(self) -> float:
+        """The most any point's ``extra_bound`` lies below its model's optimum."""
+        return max((p.slack for p in self.points), default=0.0)
+
     def refine(self, i: int, limits: Limits | None = None) -> bool:
         """Points in the gap below point ``i``, at a sixteenth of the gap
         (smaller gaps remain; refine them again to reach the exact front);
@@ -102,28 +112,34 @@ class Staircase:
             self.builder.close()
 
 
-def _model(nodes, preds, needed, fixed, cost, size, limits, node_limit):
+def _model(preds, needed, fixed, cost, size):
+    """The closure model on the SCIP layer (quiet, one thread, seeded):
+    ``(model, x, r, held, extra)``; the caller frees the model."""
     from pyscipopt import quicksum
 
-    from ..exact.cut_models import scip_model
+    from ..exact._scip import new_model
 
-    m = scip_model("closure_block", node_limit, limits)
-    m.setParam("numerics/feastol", _FEASTOL)
-    k = len(nodes)
-    x = [m.addVar(vtype="B", lb=1.0 if fixed[i] else 0.0) for i in range(k)]
-    r = [m.addVar(vtype="B") for _ in range(k)]
-    for i in range(k):
-        if needed[i]:
-            m.addCons(x[i] + r[i] >= 1)
-        for j in preds[i]:
-            m.addCons(x[j] + r[j] - r[i] >= 0)
-    held = quicksum(float(size[i]) * x[i] for i in range(k))
-    extra = quicksum(float(cost[i]) * r[i] for i in range(k))
+    m = new_model("closure_block", params={"numerics/feastol": _FEASTOL})
+    try:
+        k = len(needed)
+        x = [m.addVar(vtype="B", lb=1.0 if fixed[i] else 0.0) for i in range(k)]
+        r = [m.addVar(vtype="B") for _ in range(k)]
+        for i in range(k):
+            if needed[i]:
+                m.addCons(x[i] + r[i] >= 1)
+            for j in preds[i]:
+                m.addCons(x[j] + r[j] - r[i] >= 0)
+        held = quicksum(float(size[i]) * x[i] for i in range(k))
+        extra = quicksum(float(cost[i]) * r[i] for i in range(k))
+    except BaseException:
+        m.free()
+        raise
     return m, x, r, held, extra
 
 
-class _Builder:
-    """The epsilon-constraint loop over one closure model, resumable."""
+class _Builder(OwnsModel):
+    """The epsilon-constraint loop over one closure model, resumable (one
+    SCIP model serves every cap; :meth:`close` frees it)."""
 
     def __init__(self, nodes, preds, needed, fixed, cost, size, node_limit, max_points):
         k = len(nodes)
@@ -132,41 +148,42 @@ class _Builder:
         self.needed = np.asarray(needed, dtype=bool)
         self.cost = np.asarray(cost, dtype=np.float64)
         size = np.asarray(size, dtype=np.int64)
-        self.scale = float(self.cost.max()) if k and self.cost.max() > 0 else 1.0
+        self.objscale = ObjectiveScale.of(self.cost)   # coefficients <= 1: SCIP's tolerances are relative
         self.unit = int(np.gcd.reduce(size[size > 0])) if (size > 0).any() else 1   # exact: units of the gcd
         self.units = size // self.unit
         self.node_limit, self.max_points = node_limit, max_points
         self.solves = 0
-        self.model = None
 
     def solve(self, cap, limits):
-        """min e  s.t.  h <= cap (units): (status, (e, x, r) or None).  One
-        SCIP model serves every cap (its right-hand side changes)."""
+        """min e  s.t.  h <= cap (units): ``(status, (e_bound, x, r, slack)
+        or None)`` with ``e_bound`` the trusted dual bound in real units (at
+        most the optimum, whatever SCIP's tolerances) and ``slack`` how far
+        below the model's value it was lowered."""
+        from ..exact._scip import cap_nodes, run
+
         if self.model is None:
-            m, x, r, held, extra = _model(self.nodes, self.preds, self.needed, self.fixed, self.cost / self.scale,
-                                          self.units, limits, self.node_limit)
+            sc = self.objscale
+            m, x, r, held, extra = _model(self.preds, self.needed, self.fixed, [sc.coef(c) for c in self.cost],
+                                          self.units)
+            self.model, self.x, self.r = m, x, r
             self.cap_row = m.addCons(held <= cap)
             m.setObjective(extra, "minimize")
-            self.model, self.x, self.r = m, x, r
         m = self.model
         m.freeTransform()
         m.chgRhs(self.cap_row, float(cap))
-        left = limits.left()
-        m.setParam("limits/time", max(0.01, left) if math.isfinite(left) else 1e20)
-        m.optimize()
+        res = run(m, limits=cap_nodes(limits, self.node_limit))
         self.solves += 1
-        status = m.getStatus()
-        if status != "optimal":
-            return status, None
+        if res.status != "optimal" or res.dual is None:
+            res.reraise()
+            return res.scip_status, None
         sol = m.getBestSol()
         xv = np.array([m.getSolVal(sol, v) > 0.5 for v in self.x], dtype=bool)
         rv = np.array([m.getSolVal(sol, v) > 0.5 for v in self.r], dtype=bool)
-        return status, (m.getObjVal(), xv, rv)
+        res.reraise()
+        sc = self.objscale
+        return res.scip_status, (max(0.0, sc.bound(res.dual)), xv, rv, sc.real(res.dual) - sc.bound(res.dual))
 
-    def close(self) -> None:
-        if self.model is not None:
-            self.model.free()
-            self.model = None
+    close = OwnsModel.free
 
     def walk(self, cap, stop_below, step, limits, budget):
         """Points from ``cap`` down (units) until ``stop_below``: ``(points,
@@ -184,16 +201,16 @@ class _Builder:
                 return pts, "infeasible", cap
             if got is None:
                 return pts, "stopped", cap
-            e_best, xv, rv = got
+            e_bound, xv, rv, slack = got
             h = int(self.units[xv].sum())
             if pts and h * unit >= pts[-1].held:   # no progress (numerics)
                 return pts, "stopped", cap
             query = cap * unit
-            if pts and e_best * self.scale <= pts[-1].extra_bound * (1 + 1e-9):
+            if pts and e_bound <= pts[-1].extra_bound * (1 + 1e-9):
                 query = pts.pop().query            # as cheap with less memory: it replaces the last point
-            # e_best is the least extra time of every held set up to the query (SCIP's tolerances only lower it)
+            # e_bound: at most the least extra time of every held set up to the query (a trusted dual bound)
             pts.append(StairPoint(h * unit, float(self.cost[rv].sum()), xv, rv, query=query,
-                                  extra_bound=float(e_best) * self.scale))
+                                  extra_bound=float(e_bound), slack=float(slack)))
             cap = h - max(1, math.ceil(2 * _FEASTOL * h), step)
 
     def covers(self, st: Staircase, floor_units) -> None:
@@ -255,11 +272,15 @@ def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: L
     """
     limits = limits or Limits()
     b = _Builder(nodes, preds, needed, fixed, cost, size, node_limit, max_points)
-    total = int(b.units.sum())
-    pts, ended, cap = b.walk(total, 0, int(resolution * total), limits, max_points)
-    floor = cap if ended == "infeasible" else None
-    st = Staircase(pts, ended != "stopped", {"solves": b.solves, "floor": floor}, b)
-    b.covers(st, floor)
+    try:
+        total = int(b.units.sum())
+        pts, ended, cap = b.walk(total, 0, int(resolution * total), limits, max_points)
+        floor = cap if ended == "infeasible" else None
+        st = Staircase(pts, ended != "stopped", {"solves": b.solves, "floor": floor}, b)
+        b.covers(st, floor)
+    except BaseException:
+        b.close()
+        raise
     if not keep_open:
         b.close()
     return st

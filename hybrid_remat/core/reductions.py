@@ -18,7 +18,8 @@ maps one of its plans back to the original numbering, and
 ``reduction.forward(plan)`` maps an original plan (on the kept nodes) to the
 new numbering.  :func:`solve_reduced` chains them.  The orders used with
 relabelling live here too: :func:`first_compute_order`,
-:func:`memory_greedy_order`.
+:func:`memory_greedy_order`; :class:`InOrder` relabels a problem along a
+plan's own order (the staged models use it to represent their incumbent).
 
 Examples
 --------
@@ -43,12 +44,13 @@ import numpy as np
 
 from ..errors import PlanError
 from ..graph import Graph
-from ..plan import OP_COMPUTE, Plan
+from ..plan import Plan
 from ..problem import Problem
+from .staged import first_compute_order
 
 __all__ = [
     "NodeMap", "relabel", "induced", "solve_reduced", "plan_to_original", "plan_to_relabelled", "relabel_plan",
-    "first_compute_order", "memory_greedy_order",
+    "first_compute_order", "memory_greedy_order", "InOrder",
 ]
 
 
@@ -185,16 +187,6 @@ def relabel_plan(plan: Plan | None, mapping) -> Plan | None:
     return NodeMap(mapping).invert(plan)
 
 
-def first_compute_order(plan: Plan, n: int) -> np.ndarray | None:
-    """Nodes in the order the plan first computes them (``None`` if some
-    node is never computed)."""
-    comp = plan.node[plan.op == OP_COMPUTE]
-    _, first = np.unique(comp, return_index=True)
-    if first.shape[0] != n:
-        return None
-    return comp[np.sort(first)].astype(np.int64)
-
-
 def memory_greedy_order(graph) -> np.ndarray:
     """A topological order that runs next the ready node with the smallest
     memory growth (its output minus the inputs it frees), ties by index."""
@@ -236,3 +228,40 @@ def memory_greedy_order(graph) -> np.ndarray:
                 ready[w] = True
                 heapq.heappush(heap, key(w))
     return np.array(order, dtype=np.int64)
+
+
+class InOrder:
+    """``problem`` relabelled along ``plan``'s order of first computations,
+    with the plan, an ``on_incumbent`` callback and :meth:`back` mapping
+    plans to the original numbering.  The identity (``order`` is ``None``)
+    when ``plan`` is ``None``, already in index order, does not compute every
+    node, or ``follow`` is false.
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> from hybrid_remat.plan import keep_all_plan
+    >>> p = Problem.single(chain(3, bytes=1), "100%")
+    >>> io = InOrder(p, keep_all_plan(p.graph, "cost"))
+    >>> io.order is None and io.problem is p
+    True
+    """
+
+    def __init__(self, problem: Problem, plan: Plan | None, on_incumbent=None, follow: bool = True):
+        self.order = None
+        fo = first_compute_order(plan, problem.graph.n) if plan is not None and follow else None
+        if fo is not None and not np.array_equal(fo, np.arange(problem.graph.n)):
+            self.order = fo
+        if self.order is None:
+            self.problem, self.plan, self.on_incumbent = problem, plan, on_incumbent
+            return
+        self.problem, self.order = relabel(problem, self.order)
+        self.plan = plan_to_relabelled(plan, self.order)
+        self.on_incumbent = None
+        if on_incumbent is not None:
+            order = self.order
+            self.on_incumbent = lambda p, source=None: on_incumbent(plan_to_original(p, order), source)
+
+    def back(self, plan: Plan | None) -> Plan | None:
+        """A plan of the relabelled problem in the original numbering."""
+        return plan if plan is None or self.order is None else plan_to_original(plan, self.order)

@@ -10,10 +10,11 @@ builds, what the keep-all peak measures (the sequence ``0..n-1``), and what
 the heuristics' sequences are scored by.  The kernels here are the one
 implementation:
 
-* :func:`last_uses_kernel`: the position after which each instance is freed;
+* :func:`last_uses_kernel`: the position after which each instance is freed
+  (:func:`held_last_uses_kernel`: with extra reads, ``holds``);
 * :func:`sequence_profile_kernel`: memory after each position's allocation;
 * :func:`sequence_peak_kernel` and :func:`sequence_plan_kernel`: the peak,
-  and the plan's ``compute``/``free`` steps;
+  and the plan's ``compute``/``free`` steps (:func:`plan_of_ends_kernel`);
 * :func:`prune_kernel`: drop recomputations, most expensive first, while
   the peak stays within a budget (each try is an exact peak check, done in
   ``O(degree x log K)`` with a segment tree, so the whole pass is
@@ -47,7 +48,8 @@ from ..errors import PlanError
 from ..limits import UNLIMITED_WORK, Limits
 
 __all__ = [
-    "last_uses_kernel", "sequence_profile_kernel", "sequence_peak_kernel", "sequence_plan_kernel",
+    "last_uses_kernel", "held_last_uses_kernel", "sequence_profile_kernel", "sequence_peak_kernel",
+    "sequence_plan_kernel", "plan_of_ends_kernel",
     "prune_kernel", "unread_kernel", "positions_kernel", "check_sequence", "minimal_plan", "sequence_peak", "sequence_of_plan",
     "prune", "remove_unread", "drop_recomputations", "PRUNE_RATE",
 ]
@@ -64,10 +66,23 @@ def last_uses_kernel(seq, active, pred_ptr, pred_idx, n):
     """For each active position, the position after which the instance
     computed there is freed (its last reader in the sequence, or itself);
     -1 for inactive positions."""
+    return held_last_uses_kernel(seq, active, pred_ptr, pred_idx, n, np.zeros(seq.shape[0] + 1, dtype=np.int64),
+                                 np.zeros(0, dtype=np.int64))
+
+
+@njit(cache=True)
+def held_last_uses_kernel(seq, active, pred_ptr, pred_idx, n, hold_ptr, hold_idx):
+    """:func:`last_uses_kernel` with extra reads: ``hold_idx[hold_ptr[p]:
+    hold_ptr[p + 1]]`` are values that must stay resident up to position
+    ``p`` (read there before the node at ``p`` is computed)."""
     K = seq.shape[0]
     end = np.empty(K, dtype=np.int64)
     alive_until = np.full(n, -1, dtype=np.int64)
     for pos in range(K - 1, -1, -1):
+        for j in range(hold_ptr[pos], hold_ptr[pos + 1]):
+            u = hold_idx[j]
+            if alive_until[u] < 0:
+                alive_until[u] = pos
         if not active[pos]:
             end[pos] = -1
             continue
@@ -119,9 +134,16 @@ def sequence_plan_kernel(seq, active, bytes_, pred_ptr, pred_idx):
     """``(op, node, peak)`` of the minimal-memory plan of ``seq[active]``:
     compute in order, free each value right after its last reader (frees
     after one position in node order)."""
-    n = bytes_.shape[0]
+    end = last_uses_kernel(seq, active, pred_ptr, pred_idx, bytes_.shape[0])
+    return plan_of_ends_kernel(seq, active, end, bytes_)
+
+
+@njit(cache=True)
+def plan_of_ends_kernel(seq, active, end, bytes_):
+    """``(op, node, peak)``: compute ``seq[active]`` in order and free each
+    instance right after position ``end[pos]`` (frees after one position in
+    node order)."""
     K = seq.shape[0]
-    end = last_uses_kernel(seq, active, pred_ptr, pred_idx, n)
     cnt = np.zeros(K + 1, dtype=np.int64)
     for pos in range(K):
         if active[pos]:
@@ -446,16 +468,43 @@ def _arrays(graph):
     return (np.ascontiguousarray(graph.bytes, dtype=np.int64), graph.pred_ptr, graph.pred_idx)
 
 
-def minimal_plan(graph, seq, device: str = "gpu", meta: dict | None = None):
+def minimal_plan(graph, seq, device: str = "gpu", meta: dict | None = None, *, holds: dict | None = None):
     """``(plan, peak)``: the minimal-memory plan of the compute sequence
     ``seq`` on ``graph`` (anything with ``bytes``, ``pred_ptr``,
-    ``pred_idx``), one device named ``device``."""
+    ``pred_idx``), one device named ``device``.
+
+    ``holds`` (``{position: [nodes]}``): extra reads, values that must stay
+    resident up to that position of ``seq`` (e.g. a runtime's saved inputs).
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> g = chain(3, bytes=1)
+    >>> minimal_plan(g, [0, 1, 2])[1], minimal_plan(g, [0, 1, 2], holds={2: [0]})[1]
+    (2, 3)
+    """
     from ..plan import Plan
 
     b, pp, pi = _arrays(graph)
     s = check_sequence(seq, b.shape[0])
-    op, node, peak = sequence_plan_kernel(s, np.ones(s.shape[0], dtype=np.bool_), b, pp, pi)
+    active = np.ones(s.shape[0], dtype=np.bool_)
+    end = held_last_uses_kernel(s, active, pp, pi, b.shape[0], *_holds_csr(holds or {}, s.shape[0], b.shape[0]))
+    op, node, peak = plan_of_ends_kernel(s, active, end, b)
     return Plan.single_device(op, node, device, meta), int(peak)
+
+
+def _holds_csr(holds: dict, K: int, n: int):
+    """``{position: [nodes]}`` as a CSR over positions ``0..K-1``."""
+    counts = np.zeros(K + 1, dtype=np.int64)
+    for pos, us in holds.items():
+        if not 0 <= int(pos) < K:
+            raise PlanError(f"a hold at position {pos} is outside the sequence (0..{K - 1})")
+        counts[int(pos) + 1] += len(us)
+    ptr = np.cumsum(counts)
+    idx = np.empty(int(ptr[-1]), dtype=np.int64)
+    for pos, us in holds.items():
+        idx[ptr[int(pos)]:ptr[int(pos)] + len(us)] = check_sequence(us, n)
+    return ptr, idx
 
 
 def sequence_peak(graph, seq) -> int:

@@ -76,19 +76,19 @@ def sinks(graph) -> np.ndarray:
 
 def first_compute_order(plan: Plan, n: int) -> np.ndarray | None:
     """Nodes in the order the plan first computes them (``None`` if some
-    node is never computed).
+    node of ``0..n-1`` is never computed, or the plan names another).
 
     >>> from hybrid_remat.plan import Plan
     >>> first_compute_order(Plan.from_steps([("compute", 1, "d"), ("compute", 0, "d")]), 2).tolist()
     [1, 0]
     """
-    seen = np.zeros(n, dtype=bool)
-    out = []
-    for o, v in zip(plan.op.tolist(), plan.node.tolist(), strict=True):
-        if o == OP_COMPUTE and not seen[v]:
-            seen[v] = True
-            out.append(v)
-    return np.array(out, dtype=np.int64) if len(out) == n else None
+    comp = plan.node[plan.op == OP_COMPUTE]
+    if comp.size and (comp.min() < 0 or comp.max() >= n):
+        return None                       # a plan of another graph
+    _, first = np.unique(comp, return_index=True)
+    if first.shape[0] != n:
+        return None
+    return comp[np.sort(first)].astype(np.int64)
 
 
 # ---------------------------------------------------------------- encoding
@@ -116,7 +116,7 @@ def encode(n: int, D: int, op, node, dev, tgt, ends, *, strict: bool = True):
             t = closing + 1  # the stage is over: open the next one
             closing = -1
             if t >= T:
-                return f"node {v} is computed or copied after the last node's first computation"
+                return f"node {v} is computed or copied after the last node's first computation: no staged form"
             S[:, t, :] = resident
         st = closing if closing >= 0 else t
         if o == OP_COMPUTE:

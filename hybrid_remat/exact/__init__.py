@@ -8,12 +8,13 @@
   encoder and :class:`CheckmateFormulation` (registered as ``checkmate``).
 * :mod:`.lp_rounding` -- Checkmate's LP relaxation + rounding.
 * :mod:`.decompose` -- windows of the incumbent solved exactly.
-* :mod:`.brute` -- brute-force optima (all plans, or the staged class) for
-  tiny graphs: the ground truth of the tests.
-* :mod:`.primal` -- ``staged_evict``, a staged greedy that gives the models
-  representable incumbents quickly.
-* :mod:`.reorder` -- relabelling along another topological order (the
-  incumbent's first computations, or a memory-greedy order).
+* :mod:`.bounds`, :mod:`.cut_models` -- the cut bound (every plan) and its
+  small per-cut models.
+
+Nothing here imports :mod:`hybrid_remat.heuristics` (a formulation that
+wants a heuristic's plan finds it through the registry); both build on
+:mod:`hybrid_remat.core` (staged encoding, relabelling, the sequence
+kernel).  The oracle of the tests is :func:`hybrid_remat.oracle.brute_force`.
 
 Exactness trade-offs (measured in ``benchmarks/results/exact_tradeoffs.md``):
 stages of ``g > 1`` nodes and the cap ``C`` restrict the plan class (the

@@ -35,10 +35,10 @@ Examples
 --------
 >>> from hybrid_remat.generators import chain
 >>> from hybrid_remat.problem import Problem
->>> from hybrid_remat.exact.brute import brute_force_optimum
+>>> from hybrid_remat.oracle import brute_force
 >>> p = Problem.single(chain(6, bytes=1), 3)
 >>> lb = cut_lower_bound(p)
->>> p.base_cost <= lb.value <= brute_force_optimum(p)
+>>> p.base_cost <= lb.value <= brute_force(p)[0]
 True
 """
 

@@ -13,13 +13,12 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
 from ..limits import Limits
 
-__all__ = ["scip_model"]
+__all__: list[str] = []  # helpers of hybrid_remat.exact.bounds
 
 
 def _cover_lp(cost, size, need) -> float:
@@ -37,35 +36,12 @@ def _cover_lp(cost, size, need) -> float:
     return float(c[order[:k]].sum() + c[order[k]] * (need - before) / s[order[k]])
 
 
-def scip_model(name: str, node_limit: int, limits: Limits):
-    """A quiet one-thread SCIP model with the node limit (the smaller of
-    ``node_limit`` and ``limits.nodes``) and the time ``limits`` leave.
-
-    A thin local helper until the shared SCIP layer (``exact/_scip.py``) lands.
-    """
-    from pyscipopt import Model
-
-    m = Model(name)
-    m.hideOutput()
-    m.setParam("limits/nodes", node_limit if limits.nodes is None else min(node_limit, limits.nodes))
-    m.setParam("lp/threads", 1)
-    left = limits.left()
-    if math.isfinite(left):
-        m.setParam("limits/time", max(0.01, left))
-    return m
-
-
-def _node_limits(limits, node_limit: int) -> Limits:
-    lim = limits or Limits()
-    return replace(lim, nodes=node_limit if lim.nodes is None else min(node_limit, lim.nodes))
-
-
 def _cover_exact(cost, size, need, node_limit: int = 2_000, limits=None) -> float | None:
     """Least cost of whole items covering ``need`` (SCIP, objective scaled so
     its tolerance is relative to the data), or ``None`` when not proven."""
     from pyscipopt import quicksum
 
-    from ._scip import ObjectiveScale, run, scip_model
+    from ._scip import ObjectiveScale, cap_nodes, run, scip_model
 
     if need <= 0:
         return 0.0
@@ -74,7 +50,7 @@ def _cover_exact(cost, size, need, node_limit: int = 2_000, limits=None) -> floa
     with scip_model("cover") as m:
         x = [m.addVar(vtype="B", obj=sc.coef(cost[i])) for i in ok]
         m.addCons(quicksum(float(size[i]) * xi for i, xi in zip(ok, x, strict=True)) >= float(need))
-        res = run(m, limits=_node_limits(limits, node_limit))
+        res = run(m, limits=cap_nodes(limits, node_limit))
         if res.status != "optimal" or res.dual is None:
             res.reraise()
             return None
@@ -92,7 +68,7 @@ def _closure_bound(graph, t, anc, needed, cost, size, budget, node_limit: int = 
     data), or ``None``."""
     from pyscipopt import quicksum
 
-    from ._scip import ObjectiveScale, run, scip_model
+    from ._scip import ObjectiveScale, cap_nodes, run, scip_model
 
     nodes = np.flatnonzero(anc).tolist()
     sc = ObjectiveScale.of(cost[nodes]) if nodes else ObjectiveScale()
@@ -106,7 +82,7 @@ def _closure_bound(graph, t, anc, needed, cost, size, budget, node_limit: int = 
             for u in graph.preds(v).tolist():
                 m.addCons(x[u] + r[u] - r[v] >= 0)
         m.addCons(quicksum(float(size[v]) * x[v] for v in nodes) <= float(budget - size[t]))
-        res = run(m, limits=_node_limits(limits, node_limit))
+        res = run(m, limits=cap_nodes(limits, node_limit))
         res.reraise()
         if res.status == "infeasible" or res.dual is None or abs(res.dual) >= 1e19:
             return None

@@ -23,7 +23,7 @@ segments instead:
   it.  Segments are visited by decreasing recomputation cost in the
   incumbent; each gets an equal share of the time left.
 * **Global improvement.**  After each pass the plan is polished by
-  :func:`~hybrid_remat.exact.local_search.drop_recomputations` and passes
+  :func:`~hybrid_remat.core.sequence.drop_recomputations` and passes
   repeat (windows shifted by half a segment) until one improves nothing.
 
 Bound.  A window optimum is the best plan in a neighbourhood of the
@@ -41,7 +41,7 @@ Examples
 >>> from hybrid_remat.generators import random_layered
 >>> from hybrid_remat.problem import Problem
 >>> from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
->>> from hybrid_remat.heuristics.splitting import LifetimeSplit
+>>> from hybrid_remat.heuristics.lifetime_split import LifetimeSplit
 >>> g = random_layered(60, seed=1)
 >>> p = Problem.single(g, (min_feasible_budget(g) + keep_all_peak(g)) // 2)
 >>> start = LifetimeSplit().run(p)
@@ -157,7 +157,7 @@ def solve_window(problem, plan, free_nodes, *, deadline=None, node_limit=None, s
     """Optimise the decisions of ``free_nodes`` exactly, the rest of ``plan`` fixed.
 
     ``problem`` must be in ``plan``'s order of first computations (see
-    :func:`~hybrid_remat.exact.reorder.relabel`).  Returns ``(plan, stats)``:
+    :func:`~hybrid_remat.core.reductions.relabel`).  Returns ``(plan, stats)``:
     a valid plan never worse than ``plan`` (``plan`` itself when nothing
     better was found or the window could not be built).  ``limits`` (or the
     older ``deadline``/``node_limit``) bound building and solving.
@@ -246,6 +246,10 @@ class DecomposedFormulation(Formulation):
         Windows widen (doubling) at most this many times.
     params : dict, optional
         SCIP settings (default: the Checkmate formulation's).
+    base_heuristics : sequence of str
+        Registered heuristics (:func:`hybrid_remat.plugins.heuristics`) whose
+        staged plans may replace the incumbent as the windows' base (found
+        through the registry: nothing in ``exact/`` imports a heuristic).
     """
 
     name = "decomposed"
@@ -258,8 +262,9 @@ class DecomposedFormulation(Formulation):
 
     def __init__(self, segment_size="auto", *, min_nodes: int = 150, max_passes: int = 50,
                  window_items: float = 120_000, max_window_s: float = 10.0, max_widen: int = 4,
-                 params: dict | None = None):
+                 params: dict | None = None, base_heuristics=("split", "staged_evict")):
         self.segment_size = segment_size
+        self.base_heuristics = tuple(base_heuristics)
         self.max_window_s = float(max_window_s)
         self.max_widen = int(max_widen)
         self.min_nodes = int(min_nodes)
@@ -291,9 +296,10 @@ class DecomposedFormulation(Formulation):
 
     def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
               on_bound=None, time_limit: float | None = None, node_limit=None, stop=None) -> FormulationResult:
+        from ..core.reductions import plan_to_original
+        from ..core.sequence import drop_recomputations
+        from ..limits import Limits
         from ._scip import solve_limits
-        from .local_search import drop_recomputations
-        from .reorder import plan_to_original
 
         t0 = time.perf_counter()
         lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
@@ -378,7 +384,7 @@ class DecomposedFormulation(Formulation):
                     offer(cur, f"window {pas}.{k}")
             # global improvement of the stitched plan: local search (kept as the base only if still staged)
             if time_left() > 0.1 and not stop.is_set():
-                polished = drop_recomputations(rproblem, cur, deadline=time.perf_counter() + min(2.0, time_left()))
+                polished = drop_recomputations(rproblem, cur, limits=Limits.seconds(min(2.0, time_left())))
                 psim = simulate(rproblem, polished)
                 if psim.valid and psim.total_time < cur_obj - 1e-12 * max(1.0, cur_obj):
                     offer(polished, f"local search {pas}")
@@ -403,18 +409,18 @@ class DecomposedFormulation(Formulation):
         status = "optimal" if best_obj <= lower * (1 + 1e-9) else "feasible"
         return FormulationResult(status, best, best_obj, min(lower, best_obj), stats)
 
-    @staticmethod
-    def _staged_base(problem, incumbent, stats):
+    def _staged_base(self, problem, incumbent, stats):
         """``(relabelled problem, staged plan, order)`` to start the windows
         from: the incumbent when its staged form fits in bytes, else the best
-        staged plan of the cheap built-in heuristics that have one."""
-        from ..heuristics.splitting import LifetimeSplit
-        from .primal import StagedEvict
+        staged plan of the cheap registered heuristics
+        (``base_heuristics``) that have one."""
+        from .. import plugins
 
         cands = []
         if incumbent is not None:
             cands.append(("incumbent", incumbent))
-        for h in (LifetimeSplit(), StagedEvict()):
+        registered = plugins.heuristics()
+        for h in (registered[name] for name in self.base_heuristics if name in registered):
             try:
                 pl = h.run(problem)
             except Exception:  # a heuristic failing is not this formulation's error
@@ -452,7 +458,7 @@ def _as_staged(problem, plan):
 
 
 def _staged_relabelled(problem, plan):
-    from .reorder import plan_to_relabelled, relabel
+    from ..core.reductions import plan_to_relabelled, relabel
 
     if not simulate(problem, plan).valid:
         return None

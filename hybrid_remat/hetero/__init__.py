@@ -10,7 +10,9 @@
 * :mod:`~hybrid_remat.hetero.makespan` the same model with the simulator's timing: exact makespan (SCIP)
 * :mod:`~hybrid_remat.hetero.staging` stage grids: model sizes, memory units, copy costs, coarse grids
 * :mod:`~hybrid_remat.hetero.paging`  POET-style paging (storage-only host)
-* :mod:`~hybrid_remat.hetero.brute`   exhaustive search for tiny problems (tests)
+
+The exhaustive search of the tests (one device or several) is
+:func:`hybrid_remat.oracle.brute_force`.
 """
 
 from .heft import HeftScheduler, heft_plan

@@ -148,6 +148,16 @@ def _grow(a, k):
 
 
 @njit(cache=True)
+def _emit(out_op, out_node, k, op, node):
+    """Append step ``(op, node)`` at ``k`` (arrays grown as needed): ``(out_op, out_node, k + 1)``."""
+    out_op = _grow(out_op, k)
+    out_node = _grow(out_node, k)
+    out_op[k] = op
+    out_node[k] = node
+    return out_op, out_node, k + 1
+
+
+@njit(cache=True)
 def _res_add(res_list, res_at, n_res, u):
     res_at[u] = n_res
     res_list[n_res] = u
@@ -423,17 +433,9 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                         if evicted[idx[j]]:
                             _union(parent, cls_cost, best, idx[j])
                 cls_cost[_find(parent, best)] += cost[best]
-                out_op = _grow(out_op, k)
-                out_node = _grow(out_node, k)
-                out_op[k] = 1
-                out_node[k] = best
-                k += 1
+                out_op, out_node, k = _emit(out_op, out_node, k, 1, best)
             # compute x
-            out_op = _grow(out_op, k)
-            out_node = _grow(out_node, k)
-            out_op[k] = 0
-            out_node[k] = x
-            k += 1
+            out_op, out_node, k = _emit(out_op, out_node, k, 0, x)
             used += 3  # a step's own bookkeeping costs about three scored candidates
             if k > max_steps:
                 return STATUS_STEP_LIMIT, out_op[:k], out_node[:k], peak, total, used
@@ -474,20 +476,12 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                     resident[u] = False
                     n_res = _res_remove(res_list, res_at, n_res, u)
                     mem -= bytes_[u]
-                    out_op = _grow(out_op, k)
-                    out_node = _grow(out_node, k)
-                    out_op[k] = 1
-                    out_node[k] = u
-                    k += 1
+                    out_op, out_node, k = _emit(out_op, out_node, k, 1, u)
             if done[x] and remaining[x] == 0 and lock[x] == 0 and support[x] == 0:
                 resident[x] = False
                 n_res = _res_remove(res_list, res_at, n_res, x)
                 mem -= bytes_[x]
-                out_op = _grow(out_op, k)
-                out_node = _grow(out_node, k)
-                out_op[k] = 1
-                out_node[k] = x
-                k += 1
+                out_op, out_node, k = _emit(out_op, out_node, k, 1, x)
         for j in range(drop_ptr[t], drop_ptr[t + 1]):
             u = drop_idx[j]
             if resident[u] and lock[u] == 0 and remaining[u] > 0:
@@ -497,9 +491,5 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                 evicted[u] = True
                 for j2 in range(pred_ptr[u], pred_ptr[u + 1]):
                     support[pred_idx[j2]] += 1
-                out_op = _grow(out_op, k)
-                out_node = _grow(out_node, k)
-                out_op[k] = 1
-                out_node[k] = u
-                k += 1
+                out_op, out_node, k = _emit(out_op, out_node, k, 1, u)
     return STATUS_OK, out_op[:k], out_node[:k], peak, total, used

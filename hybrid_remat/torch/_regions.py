@@ -41,7 +41,7 @@ import torch
 
 from ..errors import HybridRematError
 from ..graph import Graph
-from ..plan import OP_COMPUTE, OP_FREE, Plan
+from ..plan import Plan
 
 __all__ = ["Region", "RegionModel", "RegionRunner", "op_overload"]
 
@@ -267,70 +267,15 @@ class RegionModel:
                                                             "regions": [r.to_json() for r in regions]})
 
 
-def _lifetimes(order: list, holds: dict, preds: list, n: int) -> list:
-    """Position after which each computed instance is freed (its last read)."""
-    k = len(order)
-    end_of = [0] * k
-    alive_until = np.full(n, -1, dtype=np.int64)
-    for pos in range(k - 1, -1, -1):
-        for u in holds.get(pos, ()):
-            if alive_until[u] < 0:
-                alive_until[u] = pos
-        v = order[pos]
-        end_of[pos] = int(alive_until[v]) if alive_until[v] >= 0 else pos
-        alive_until[v] = -1
-        for u in preds[v]:
-            if alive_until[u] < 0:
-                alive_until[u] = pos
-    return end_of
-
-
 def plan_with_holds(graph: Graph, order, holds: dict, device: str, meta: dict | None = None) -> Plan:
     """Like :func:`~hybrid_remat.plan.plan_from_order`, with extra reads:
     ``holds[pos]`` lists values that must stay resident up to position
-    ``pos``.  A recomputation of a value that is still resident is left out
-    (the runtime's second copy is transient; the simulator holds one)."""
-    order = [int(v) for v in order]
-    holds = {int(p): list(us) for p, us in holds.items()}
-    preds = [graph.preds(v) for v in range(graph.n)]
-    for _ in range(50):
-        end_of = _lifetimes(order, holds, preds, graph.n)
-        live_end: dict[int, int] = {}
-        drop = []
-        for pos, v in enumerate(order):
-            if live_end.get(v, -1) >= pos:
-                drop.append(pos)
-                continue
-            live_end[v] = end_of[pos]
-        if not drop:
-            break
-        gone = set(drop)
-        remap, j = {}, 0
-        for pos in range(len(order)):
-            if pos not in gone:
-                remap[pos] = j
-                j += 1
-        new_holds: dict[int, list[int]] = {}
-        for pos, us in holds.items():
-            q = pos
-            while q in gone:
-                q += 1
-            if q in remap:
-                new_holds.setdefault(remap[q], []).extend(us)
-        order = [v for pos, v in enumerate(order) if pos not in gone]
-        holds = new_holds
-    end_of = _lifetimes(order, holds, preds, graph.n)
-    free_after: list[list[int]] = [[] for _ in range(len(order))]
-    for pos, e in enumerate(end_of):
-        free_after[e].append(order[pos])
-    ops, nodes = [], []
-    for pos, v in enumerate(order):
-        ops.append(OP_COMPUTE)
-        nodes.append(v)
-        for u in sorted(set(free_after[pos])):
-            ops.append(OP_FREE)
-            nodes.append(u)
-    return Plan.single_device(ops, nodes, device, meta)
+    ``pos`` (:func:`hybrid_remat.core.sequence.minimal_plan` with
+    ``holds``).  A recomputation of a value never overlaps its previous
+    instance: that instance is freed after its last read before it."""
+    from ..core.sequence import minimal_plan
+
+    return minimal_plan(graph, order, device, meta, holds=holds)[0]
 
 
 # ------------------------------------------------------------------ runtime

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
+from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -108,18 +109,18 @@ class _Drop:
         self.flag = [False]
 
 
+@dataclass(slots=True, eq=False)
 class _Record:
-    __slots__ = ("func", "leaves", "spec", "written", "buf_src", "buf_bytes", "rng", "legacy")
+    """What replaying one recorded ATen call needs."""
 
-    def __init__(self, func, leaves, spec, written, buf_src, buf_bytes, rng, legacy):
-        self.func = func
-        self.leaves = leaves
-        self.spec = spec
-        self.written = written
-        self.buf_src = buf_src
-        self.buf_bytes = buf_bytes
-        self.rng = rng
-        self.legacy = legacy
+    func: object
+    leaves: object
+    spec: object
+    written: object
+    buf_src: object
+    buf_bytes: object
+    rng: object
+    legacy: object
 
 
 class _Bytes:

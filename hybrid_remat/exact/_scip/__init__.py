@@ -10,7 +10,8 @@ What it gives a model builder:
   (the model/plugin reference cycle otherwise holds SCIP's memory until the
   cyclic GC runs; ``reference/tooling.md`` 1.11).
 * :func:`set_limits` -- the time and node limits of a
-  :class:`~hybrid_remat.limits.Limits` as SCIP parameters;
+  :class:`~hybrid_remat.limits.Limits` as SCIP parameters
+  (:func:`cap_nodes`: a model's own node cap on top);
   :func:`apply_params` -- emphasis settings and raw parameters.
 * :func:`run` -- the run loop: ``optimizeNogil`` in a worker thread, an
   event handler that reports every new incumbent (``on_solution``) and every
@@ -67,11 +68,11 @@ Examples
 from .model import DEFAULT_PARAMS, BuildTimeout, OwnsModel, apply_params, new_model, scip_model, set_limits
 from .push import PushHeuristic
 from .scale import MemoryScale, ObjectiveScale, check_bound
-from .solve import DEFAULT_SECONDS, RunResult, run, solve_limits
+from .solve import DEFAULT_SECONDS, RunResult, cap_nodes, run, solve_limits
 from .status import BOUND_RTOL, INFINITY, LIMIT_STATUSES, STATUS_MAP, status_of, trusted_dual
 
 __all__ = [
     "STATUS_MAP", "LIMIT_STATUSES", "status_of", "new_model", "scip_model", "set_limits", "apply_params",
     "DEFAULT_PARAMS", "run", "RunResult", "trusted_dual", "ObjectiveScale", "MemoryScale", "check_bound",
-    "PushHeuristic", "BOUND_RTOL", "INFINITY", "OwnsModel", "BuildTimeout", "solve_limits", "DEFAULT_SECONDS",
+    "PushHeuristic", "BOUND_RTOL", "INFINITY", "OwnsModel", "BuildTimeout", "solve_limits", "cap_nodes", "DEFAULT_SECONDS",
 ]

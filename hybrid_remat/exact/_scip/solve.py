@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from .model import set_limits
 from .status import status_of, trusted_dual
 
-__all__ = ["run", "RunResult", "solve_limits", "DEFAULT_SECONDS"]
+__all__ = ["run", "RunResult", "solve_limits", "cap_nodes", "DEFAULT_SECONDS"]
 
 #: the time limit of a formulation called with neither ``limits`` nor ``time_limit`` (the legacy default)
 DEFAULT_SECONDS = 60.0
@@ -43,6 +43,26 @@ def solve_limits(limits=None, *, time_limit=None, node_limit=None, stop=None):
         time_limit = DEFAULT_SECONDS
     lim = Formulation.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
     return lim if lim.stop is not None else replace(lim, stop=threading.Event())
+
+
+def cap_nodes(limits, node_limit: int | None):
+    """``limits`` (``None``: no limit) with at most ``node_limit`` branch and
+    bound nodes (the smaller of the two node limits).
+
+    Examples
+    --------
+    >>> from hybrid_remat.limits import Limits
+    >>> cap_nodes(None, 100).nodes, cap_nodes(Limits(nodes=10), 100).nodes
+    (100, 10)
+    """
+    from dataclasses import replace
+
+    from ...limits import Limits
+
+    lim = limits if limits is not None else Limits()
+    if node_limit is None:
+        return lim
+    return replace(lim, nodes=int(node_limit) if lim.nodes is None else min(int(node_limit), lim.nodes))
 
 
 #: model -> [the current run's event callback]; one SCIP event handler per model, however often it is run

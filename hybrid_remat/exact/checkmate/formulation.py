@@ -14,7 +14,7 @@ units) equals the best such plan under the simulator's accounting; its dual
 bound is a bound over that class (``bound_scope = "staged"``), not over
 every plan (a plan following another topological order can be cheaper).
 Status ``"optimal"`` means optimal within that class.
-:mod:`hybrid_remat.exact.brute` computes both optima on tiny graphs.
+:func:`hybrid_remat.oracle.brute_force` computes both optima on tiny graphs.
 
 Examples
 --------
@@ -63,7 +63,7 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
         ``"auto"`` it applies to the fast phase (default 2 there).
     push_local_search : bool
         Polish each new SCIP incumbent by local search (dropping
-        recomputations, :mod:`hybrid_remat.exact.local_search`) and push
+        recomputations, :func:`hybrid_remat.core.sequence.drop_recomputations`) and push
         improvements back into the running solve through a SCIP primal
         heuristic.
     follow_incumbent : bool
@@ -190,7 +190,7 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
         """Run ``solve_fn(problem, start, on_incumbent, stats)`` on the problem
         relabelled along ``order_of``'s first computations (when given and
         not the identity), mapping plans back."""
-        from ..reorder import InOrder, plan_to_relabelled
+        from ...core.reductions import InOrder, plan_to_relabelled
 
         io = InOrder(problem, order_of, on_incumbent)
         if io.order is not None:
@@ -284,10 +284,11 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
     @staticmethod
     def _local_search_push(cm, problem, plan, push, stats) -> None:
         """Polish a new incumbent with local search; queue it for SCIP when it improves."""
-        from ..local_search import drop_recomputations
+        from ...core.sequence import drop_recomputations
+        from ...limits import Limits
 
         before = simulate(problem, plan)
-        better = drop_recomputations(problem, plan, deadline=time.perf_counter() + 0.3)
+        better = drop_recomputations(problem, plan, limits=Limits.seconds(0.3))
         after = simulate(problem, better)
         if not (after.valid and _better(after.total_time, before.total_time)):
             return

@@ -1,0 +1,80 @@
+"""CONTRIBUTING.md cannot drift from the code: its worked examples are
+verbatim copies of the built-ins, and the components it teaches you to write
+(extracted from the file, not retyped here) register as it says and pass
+the conformance battery."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+from hybrid_remat import plugins, testing
+from hybrid_remat.anytime import anytime_solve
+from hybrid_remat.simulate import simulate
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+GUIDE = (ROOT / "CONTRIBUTING.md").read_text()
+
+
+def blocks(kind: str) -> list[tuple[str, str]]:
+    """``(label, code)`` of the fenced Python blocks right after ``<!-- kind: label -->``."""
+    return re.findall(rf"<!-- {kind}: (\S+) -->\n```python\n(.*?)```", GUIDE, flags=re.S)
+
+
+def test_the_guide_has_its_examples():
+    assert [label for label, _ in blocks("example")] == ["heuristic", "bound", "formulation"]
+    assert len(blocks("quote")) == 5
+    for heading in ("## Where things live", "## The contract", "## Adding a heuristic", "## Adding a bound",
+                    "## Adding an improver", "## Adding a formulation", "## Registering", "## Running the battery"):
+        assert heading in GUIDE
+
+
+@pytest.mark.parametrize("path, code", blocks("quote"), ids=[p for p, _ in blocks("quote")])
+def test_quoted_builtins_are_verbatim(path, code):
+    assert code in (ROOT / path).read_text(), f"CONTRIBUTING.md quotes {path}, which changed: update the guide"
+
+
+def _register(tmp_path, label: str) -> str:
+    """Save the guide's example as a file and register it the way the guide says (``register_path``)."""
+    (code,) = [c for lab, c in blocks("example") if lab == label]
+    path = tmp_path / f"contrib_{label}.py"
+    path.write_text(code)
+    return plugins.register_path(path)
+
+
+@pytest.fixture
+def fresh_registry():
+    plugins.reset()
+    yield
+    plugins.reset()
+
+
+def test_a_heuristic_written_from_the_guide_registers_and_passes_the_battery(tmp_path, fresh_registry):
+    (code,) = [c for lab, c in blocks("example") if lab == "heuristic"]
+    assert len(code.strip().splitlines()) <= 40  # "a 30-line heuristic" (imports and registration included)
+    _register(tmp_path, "heuristic")
+    h = plugins.heuristics()["recompute_cheap"]
+    assert [r.source for r in plugins.registered() if r.name == "recompute_cheap"][0].startswith("path:")
+    report = testing.check_heuristic(h)
+    assert set(report["checks"].values()) == {"passed"} and len(report["checks"]) == 5
+    assert report["found"]["blocks13@tight"] is not None  # it recomputes: a plan where keep-all does not fit
+    for _, check, skip in testing.checks_for(h):             # and one named check at a time
+        assert skip is None
+        check(h)
+    inst = {i.name: i for i in testing.standard_instances()}["blocks13@tight"]   # keep-all does not fit
+    r = anytime_solve(inst.problem, 5, heuristics=["recompute_cheap"], bounds=[], improvers=[], formulations=[],
+                      workers=1, node_limit=100, work_limit=10**7)
+    assert r.plan is not None and simulate(inst.problem, r.plan).valid      # the portfolio ran it
+    assert r.objective == report["found"]["blocks13@tight"] and [x.source for x in r.report] == ["recompute_cheap"]
+
+
+def test_the_guide_bound_and_formulation_pass_the_battery(tmp_path, fresh_registry):
+    _register(tmp_path, "bound")
+    _register(tmp_path, "formulation")
+    report = testing.check_bound(plugins.bounds()["cheapest_costs"])
+    assert set(report["checks"].values()) == {"passed"}
+    report = testing.check_formulation(plugins.formulations()["one_cut_knapsack"])
+    assert set(report["checks"].values()) == {"passed"}
+    assert report["status"]["chain6@100%"] == "optimal"
