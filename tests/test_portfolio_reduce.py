@@ -13,10 +13,10 @@ import pytest
 from hybrid_remat.anytime import SolveInterrupted, anytime_solve
 from hybrid_remat.budgets import min_feasible_budget
 from hybrid_remat.generators import chain, random_dag, training_graph
-from hybrid_remat.hetero.brute import brute_force
 from hybrid_remat.hetero.heft import HeftScheduler
 from hybrid_remat.heuristics.dtr import DTR
 from hybrid_remat.interfaces import Formulation, FormulationResult, Improver
+from hybrid_remat.oracle import brute_force
 from hybrid_remat.plan import Plan
 from hybrid_remat.portfolio import MergedDevices, OneDevice, SubPortfolio, ThroughReduction, reductions_for
 from hybrid_remat.portfolio.reduce import OTHER_DEVICE_SHARE, REDUCE_SHARE

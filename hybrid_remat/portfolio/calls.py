@@ -205,7 +205,7 @@ def as_bound(obj):
 class ImproverFromFunction(_Wrapped):
     """An improver from a function ``fn(problem, plan, *, deadline=...)``
     returning a plan at most as costly (e.g.
-    :func:`hybrid_remat.exact.local_search.drop_recomputations`)."""
+    :func:`hybrid_remat.core.sequence.drop_recomputations`)."""
 
     def __init__(self, name: str, fn: Callable, capabilities, *, rank: float = 10.0, version: str = "1"):
         super().__init__(fn, name, capabilities)
