@@ -1,28 +1,41 @@
-"""Calibrate the portfolio scheduler: each built-in heuristic's and bound's
-run time as ``c * n**k`` and its value (win rate).
+"""Calibrate the portfolio scheduler: each built-in component's time to a
+useful result as ``c * n**k`` and its value, at 1k-100k nodes.
 
 Instances: llama-like training graphs made by repeating the profiled layer
 of ``datasets/llama_8l_b4_s512`` (:func:`hybrid_remat.generators.repeat_layers`)
-at several depths, at 50% and 30% of keep-all on one device, and with a CPU
-beside a GPU at 50% for the multi-device heuristics; plus the profiled
-graphs of ``datasets/`` at the same budgets for the win rates.
+at 8, 24, 80, 250 and 750 layers (1k-97k nodes), at 50% and 30% of keep-all
+on one device, and with a CPU beside a GPU at 50% for the multi-device
+components (``--multi-depths``); plus the profiled graphs of ``datasets/`` at
+the same budgets.
 
-Each component runs once per instance in a forked process (after the
-warm-up), killed after ``--timeout`` seconds (a killed run counts at the
-timeout, so its fitted time is a lower bound).  ``k`` and ``c`` are a
-least-squares fit of ``log seconds`` on ``log n``.  Value: heuristics, the
-share of instances where the plan was within 0.1% of the best heuristic
-plan; bounds, the share where the bound beat the trivial one.  Components
-that declare ``"honours_limits"`` use the time they are given: they run
-within half the timeout for their value, and get no time prediction.
+Every default heuristic, bound and formulation (plugins included) runs once
+per instance that admits it, in a forked process after the warm-up, with
+``--timeout / 2`` seconds of limits (all of them honour their limits; one
+that does not is killed at ``--timeout``).  A component whose own
+``predict_seconds`` exceeds its limits is skipped, as the scheduler would.
+
+Time: seconds to its *first useful result*: the return of a heuristic or a
+bound, the first plan a formulation streams (else its return).  When the
+component reached it before 90% of its limits in at least half of its runs,
+``k`` and ``c`` are a least-squares fit of ``log seconds`` on ``log n`` (runs
+that used their whole limits count at the limits: the fit is then a lower
+bound); otherwise it *uses the time it is given* (``c = None``): the
+scheduler gives it a share instead of a prediction.
+
+Value (per instance, averaged over the instances that admitted it): 1 when
+its plan was within 0.1% of the best plan of all components, or its bound
+(over every plan) within 0.1% of the best bound; 0.1 when it gave a valid
+plan or a bound above the trivial one, but not the best; 0 otherwise.  The
+scheduler orders by value per predicted second.
 
 Writes ``hybrid_remat/portfolio/calibration_table.py`` (the table the
-scheduler ships) and ``benchmarks/results/portfolio_calibration.md``.
+scheduler ships) and ``benchmarks/results/portfolio_calibration.{md,json}``.
 
 Usage::
 
-    python3 -m benchmarks.portfolio_calibration            # about 10 minutes on 2 busy cores
+    python3 -m benchmarks.portfolio_calibration            # about 30 minutes on 2 busy cores
     python3 -m benchmarks.portfolio_calibration --quick    # two small depths, for a smoke test
+    python3 -m benchmarks.portfolio_calibration --refit    # refit the last run's raw figures
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ import argparse
 import json
 import math
 import multiprocessing as mp
+import os
 import pprint
 import time
 import warnings
@@ -43,11 +57,10 @@ from hybrid_remat import plugins
 from hybrid_remat.anytime import warmup
 from hybrid_remat.errors import BudgetError
 from hybrid_remat.generators import repeat_layers
-from hybrid_remat.interfaces import accepts
+from hybrid_remat.interfaces import ALL_PLANS, accepts
 from hybrid_remat.limits import Limits
 from hybrid_remat.loaders import load_graph
-from hybrid_remat.portfolio.calls import call_bound, call_heuristic
-from hybrid_remat.portfolio.runner import honours_limits
+from hybrid_remat.portfolio.calls import call_bound, call_formulation, call_heuristic, formulation_scope
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
@@ -55,9 +68,15 @@ TABLE_PATH = ROOT / "hybrid_remat" / "portfolio" / "calibration_table.py"
 RESULTS = RESULTS_DIR / "portfolio_calibration.md"
 RAW = RESULTS_DIR / "portfolio_calibration.json"
 PROFILED = ("resnet18_b64", "vgg16_b16", "gpt2_small_b4_s512", "mobilenet_v2_b32", "unet_b8")
+#: a result within this relative distance of the best plan (or bound) is the best
+BEST_RTOL = 1e-3
+#: value of a valid plan or a bound above the trivial one that is not the best
+SOME_VALUE = 0.1
+#: a run that took this share of its limits used the time it was given
+USED_ALL = 0.9
 
 
-def instances(depths, budgets=("50%", "30%")):
+def instances(depths, budgets=("50%", "30%"), multi_depths=()):
     """``(label, problem)`` pairs: repeated llama layers and the profiled graphs."""
     base = load_graph(LLAMA)
     out = []
@@ -72,7 +91,9 @@ def instances(depths, budgets=("50%", "30%")):
         g = repeat_layers(base, L)
         for b in budgets:
             add(f"llama x{L} @{b}", lambda g=g, b=b: Problem.single(g, b, kind="gpu"))
-        add(f"llama x{L} gpu={budgets[0]}+cpu", lambda g=g: Problem.from_specs(g, [f"gpu={budgets[0]}", "cpu=64GiB"]))
+        if L in multi_depths:
+            add(f"llama x{L} gpu={budgets[0]}+cpu",
+                lambda g=g: Problem.from_specs(g, [f"gpu={budgets[0]}", "cpu=64GiB"]))
     for name in PROFILED:
         g = load_graph(DATASETS / f"{name}.json.gz")
         for b in budgets:
@@ -80,42 +101,67 @@ def instances(depths, budgets=("50%", "30%")):
     return out
 
 
+def components():
+    """``(kind, object)`` of every default heuristic, bound and formulation."""
+    out = [("heuristic", h) for h in plugins.heuristics().values()]
+    out += [("bound", b) for b in plugins.bounds().values()]
+    out += [("formulation", f) for f in plugins.formulations().values()]
+    return [(k, o) for k, o in out if getattr(o, "run_by_default", True)]
+
+
 def _child(kind, obj, problem, conn, limits):
     t0 = time.perf_counter()
+    first = []
+
+    def on_incumbent(plan, source=None):
+        if not first:
+            first.append(time.perf_counter() - t0)
+
     try:
+        plan = bound = None
         if kind == "bound":
             res = call_bound(obj, problem, limits=limits)
-            out = (None, None if res is None or res.scope != "all plans" else res.value)
+            bound = None if res is None or res.scope != ALL_PLANS else res.value
+        elif kind == "heuristic":
+            plan, bound = call_heuristic(obj, problem, seed=0, limits=limits)
+            if getattr(obj, "bound_scope", "") != ALL_PLANS:
+                bound = None
         else:
-            out = call_heuristic(obj, problem, seed=0, limits=limits)
-        conn.send(("ok", time.perf_counter() - t0, out[0], out[1]))
+            fr = call_formulation(obj, problem, limits=limits, seed=0, on_incumbent=on_incumbent)
+            plan = fr.plan
+            if formulation_scope(obj) == ALL_PLANS and fr.lower_bound is not None:
+                bound = fr.lower_bound
+        secs = time.perf_counter() - t0
+        conn.send(("ok", secs, first[0] if first and plan is not None else secs, plan, bound))
     except Exception as e:
-        conn.send(("error", time.perf_counter() - t0, None, repr(e)))
+        secs = time.perf_counter() - t0
+        conn.send(("error", secs, secs, None, repr(e)))
 
 
 def measure(kind, obj, problem, timeout):
-    """``(seconds, value or None, bound or None, timed_out)`` of one run in a forked process."""
+    """``(seconds to its first result, plan value or None, bound or None,
+    used its whole limits)`` of one run in a forked process."""
     ctx = mp.get_context("fork")
     r, w = ctx.Pipe(duplex=False)
-    # a component that honours its limits uses what it is given: measured for its value only, within half the timeout
-    limits = Limits.seconds(timeout / 2) if honours_limits(obj) else None
-    p = ctx.Process(target=_child, args=(kind, obj, problem, w, limits))
+    limit = timeout / 2
+    p = ctx.Process(target=_child, args=(kind, obj, problem, w, Limits.seconds(limit)))
     p.start()
     w.close()
     if r.poll(timeout):
         try:
-            status, secs, plan, bound = r.recv()
+            status, _, first, plan, bound = r.recv()
         except EOFError:
-            status, secs, plan, bound = "error", timeout, None, None
+            status, first, plan, bound = "error", timeout, None, None
         p.join(5)
         value = None
         if status == "ok" and plan is not None:
             sim = simulate(problem, plan)
-            value = sim.total_time if sim.valid else None
-        return secs, value, bound if status == "ok" else None, False
+            value = problem.objective.value(sim) if sim.valid else None
+        ok = status == "ok" and bound is not None and math.isfinite(bound)
+        return min(first, limit), value, float(bound) if ok else None, first >= USED_ALL * limit
     p.kill()
     p.join()
-    return float(timeout), None, None, True
+    return float(limit), None, None, True
 
 
 def fit(points, min_n: int = 500):
@@ -135,70 +181,95 @@ def fit(points, min_n: int = 500):
     return c, k
 
 
+def scores(results: dict, trivial: float) -> dict:
+    """Each component's value on one instance (module docstring) from
+    ``{name: (plan value or None, bound or None)}``."""
+    plans = [v for v, _ in results.values() if v is not None]
+    bounds = [b for _, b in results.values() if b is not None and b > trivial * (1 + 1e-9)]
+    best_plan = min(plans, default=math.inf)
+    best_bound = max(bounds, default=trivial)
+    out = {}
+    for name, (v, b) in results.items():
+        s = 0.0
+        if v is not None:
+            s = max(s, 1.0 if v <= best_plan * (1 + BEST_RTOL) else SOME_VALUE)
+        if b is not None and b > trivial * (1 + 1e-9):
+            s = max(s, 1.0 if b >= best_bound * (1 - BEST_RTOL) else SOME_VALUE)
+        out[name] = s
+    return out
+
+
+def table_of(comps, times, score_sum, ran) -> dict:
+    """The scheduler's table from the raw figures."""
+    table = {}
+    for kind, obj in comps:
+        pts = times.get(obj.name)
+        if not pts:
+            continue
+        returned = sum(1 for _, _, used in pts if not used)
+        c, k = fit([(n, t) for n, t, _ in pts]) if returned * 2 >= len(pts) else (None, None)
+        table[obj.name] = {"kind": kind, "c": None if c is None else float(f"{c:.4g}"),
+                           "k": None if k is None else round(k, 3),
+                           "value": round(score_sum.get(obj.name, 0.0) / max(1, ran.get(obj.name, 1)), 3),
+                           "sizes": sorted({n for n, _, _ in pts})}
+    return table
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--depths", default="2,6,18,54")
+    ap.add_argument("--depths", default="8,24,80,250,750")
+    ap.add_argument("--multi-depths", default="8,24,80")
     ap.add_argument("--timeout", type=float, default=20.0)
     ap.add_argument("--refit", action="store_true", help="refit from the last run's raw figures (no new runs)")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     depths = [2, 6] if args.quick else [int(x) for x in args.depths.split(",")]
-    comps = [("heuristic", h) for h in plugins.heuristics().values()] + \
-            [("bound", b) for b in plugins.bounds().values()]
+    multi = [2] if args.quick else [int(x) for x in args.multi_depths.split(",") if x]
+    comps = components()
+    t0 = time.perf_counter()
+    raw_path = RAW.with_name("portfolio_calibration.quick.json") if args.quick else RAW
     if args.refit:
-        raw = json.loads(RAW.read_text())
+        raw = json.loads(raw_path.read_text())
         times = {k: [tuple(x) for x in v] for k, v in raw["times"].items()}
-        wins, ran, n_inst = raw["wins"], raw["ran"], raw["instances"]
+        score_sum, ran, n_inst = raw["scores"], raw["ran"], raw["instances"]
     else:
         warmup([o for _, o in comps])
-        insts = instances(depths)
-        times, wins, ran = _run(comps, insts, args.timeout)
+        insts = instances(depths, multi_depths=multi)
+        times, score_sum, ran = _run(comps, insts, args.timeout)
         n_inst = len(insts)
-        RAW.write_text(json.dumps({"times": times, "wins": wins, "ran": ran, "instances": n_inst, "timeout": args.timeout,
-                                   "depths": depths}))
-    table = {}
-    for kind, obj in comps:
-        if obj.name not in times:
-            continue
-        # a bound that returned nothing (it declined the instance) says nothing about its growth
-        pts = [(n, t) for n, t, timed_out, got in times[obj.name] if got or timed_out or kind == "heuristic"]
-        c, k = fit(pts) if pts and not honours_limits(obj) else (None, None)
-        table[obj.name] = {"kind": kind, "c": None if c is None else float(f"{c:.4g}"),
-                           "k": None if k is None else round(k, 3),
-                           "value": round(wins.get(obj.name, 0) / max(1, ran.get(obj.name, 1)), 3),
-                           "sizes": sorted({n for n, _ in pts})}
-    _write_table(table)
-    _write_results(table, times, n_inst, args)
+        raw_path.write_text(json.dumps({"times": times, "scores": score_sum, "ran": ran, "instances": n_inst,
+                                   "timeout": args.timeout, "depths": depths, "multi_depths": multi,
+                                   "wall_s": time.perf_counter() - t0, "load": os.getloadavg()[0]}) + "\n")
+    table = table_of(comps, times, score_sum, ran)
+    if not args.quick:
+        _write_table(table)
+    _write_results(table, times, n_inst, args, json.loads(raw_path.read_text()))
     return 0
 
 
 def _run(comps, insts, timeout):
     times: dict = {}
-    wins: dict = {}
+    score_sum: dict = {}
     ran: dict = {}
     for label, p in insts:
         trivial = float(p.objective.trivial_bound(p))
         results = {}
         for kind, obj in comps:
             ok, _ = accepts(obj, p)
-            if not ok:
+            pred = getattr(obj, "predict_seconds", None)
+            if not ok or (callable(pred) and pred(p) > timeout / 2):
                 continue
-            secs, value, bound, timed_out = measure(kind, obj, p, timeout)
-            results[obj.name] = (kind, value, bound)
-            times.setdefault(obj.name, []).append((p.graph.n, secs, timed_out, value is not None or bound is not None))
-            print(f"{label:<34} {obj.name:<22} {secs:8.3f}s {'timeout' if timed_out else ''} "
+            secs, value, bound, used = measure(kind, obj, p, timeout)
+            results[obj.name] = (value, bound)
+            times.setdefault(obj.name, []).append((p.graph.n, secs, used))
+            print(f"{label:<34} {obj.name:<24} {secs:8.3f}s {'(all)' if used else '     '} "
                   f"{'' if value is None else f'{value:.6g}'} {'' if bound is None else f'bound {bound:.6g}'}",
                   flush=True)
-        best = min([v for k, v, _ in results.values() if k == "heuristic" and v is not None], default=math.inf)
-        for name, (kind, value, bound) in results.items():
+        for name, s in scores(results, trivial).items():
             ran[name] = ran.get(name, 0) + 1
-            if kind == "heuristic":
-                won = value is not None and value <= best * (1 + 1e-3)
-            else:
-                won = bound is not None and bound > trivial * (1 + 1e-9)
-            wins[name] = wins.get(name, 0) + int(won)
-    return times, wins, ran
+            score_sum[name] = score_sum.get(name, 0.0) + s
+    return times, score_sum, ran
 
 
 def _write_table(table) -> None:
@@ -206,23 +277,27 @@ def _write_table(table) -> None:
     TABLE_PATH.write_text(head + "TABLE: dict = " + pprint.pformat(table, width=110, sort_dicts=True) + "\n")
 
 
-def _write_results(table, times, n_inst, args) -> None:
+def _write_results(table, times, n_inst, args, raw) -> None:
     lines = ["# Portfolio calibration", "",
              f"`python3 -m benchmarks.portfolio_calibration{' --quick' if args.quick else ''}` "
-             f"({n_inst} instances, timeout {args.timeout:g} s per run).", "",
-             "Predicted seconds `c * n**k`, fitted on the runs of at least 500 nodes (of bounds: those that returned "
-             "a bound or timed out) (`+`: killed at the timeout, counted at it: the fit is then a lower bound); value = win "
-             "rate (heuristics: within 0.1% of the best heuristic plan; bounds: above the trivial bound).  "
-             "Components that honour their limits get no prediction.", "",
+             f"({n_inst} instances: llama x{raw.get('depths')} (multi-device x{raw.get('multi_depths')}) and the "
+             f"profiled graphs; limits {raw.get('timeout', args.timeout) / 2:g} s per run; load average "
+             f"{raw.get('load', float('nan')):.1f} on 2 cores; {raw.get('wall_s', 0) / 60:.0f} min).", "",
+             "Predicted seconds to a first useful result `c * n**k`, fitted on the runs of at least 500 nodes "
+             "(`*`: the run used its whole limits, counted at them); `-`: the component used the time it was "
+             "given in most runs (no prediction: it gets a share).  Value: 1 per instance where its plan (or its "
+             "bound over every plan) was within 0.1% of the best, 0.1 where it gave a valid plan (a bound above "
+             "the trivial one) but not the best, averaged over the instances that admitted it.", "",
              "| component | kind | c | k | value | measured (n: seconds) |", "|---|---|---|---|---|---|"]
     for name, row in sorted(table.items(), key=lambda kv: (kv[1]["kind"], kv[0])):
         pts = {}
-        for n, t, to, _ in times[name]:
-            pts.setdefault(n, []).append(f"{t:.3g}{'+' if to else ''}")
+        for n, t, used in times[name]:
+            pts.setdefault(n, []).append(f"{t:.3g}{'*' if used else ''}")
         meas = "; ".join(f"{n}: {'/'.join(v)}" for n, v in sorted(pts.items()))
         ck = ("-", "-") if row["c"] is None else (f"{row['c']:.3g}", f"{row['k']:.2f}")
         lines.append(f"| {name} | {row['kind']} | {ck[0]} | {ck[1]} | {row['value']:.2f} | {meas} |")
-    RESULTS.write_text("\n".join(lines) + "\n")
+    path = RESULTS.with_name("portfolio_calibration.quick.md") if args.quick else RESULTS
+    path.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -452,6 +452,38 @@ def test_order_is_value_per_second_then_rank():
     assert [t.name for t in s.construct] == ["fast_good", "slow_good", "fast_bad", "unknown_a", "unknown_b"]
 
 
+class _Form(Formulation):
+    def __init__(self, name, caps=()):
+        self.name = name
+        self.capabilities = frozenset({"dag", "chain", "single_device", "honours_limits", *caps})
+
+    def solve(self, problem, *, incumbent=None, limits=None, **kw):
+        return FormulationResult("no_solution")
+
+
+def test_a_formulation_measured_to_deliver_fast_runs_with_the_heuristics_by_value_per_second():
+    class H(Heuristic):
+        capabilities = frozenset({"dag", "chain", "single_device"})
+
+        def __init__(self, name):
+            self.name = name
+
+    p = tight(seed=6)
+    table = {"fast": {"c": 1e-7, "k": 1.0, "value": 0.1}, "slow": {"c": 1e-2, "k": 1.0, "value": 0.1},
+             "quick_form": {"c": 1e-3, "k": 1.0, "value": 1.0},        # first plan measured: a constructor
+             "anytime_form": {"c": None, "k": None, "value": 1.0},     # used all it was given: long phase
+             "needy_form": {"c": 1e-5, "k": 1.0, "value": 1.0}}        # needs a plan: long phase
+    forms = [_Form("anytime_form"), _Form("needy_form", {"needs_incumbent"}), _Form("quick_form")]
+    s = Scheduler(p, heuristics=[H("slow"), H("fast")], formulations=forms, table=table)
+    assert [(t.name, t.kind) for t in s.construct] == [("fast", "heuristic"), ("quick_form", "formulation"),
+                                                        ("slow", "heuristic")]
+    assert [t.name for t in s.long] == ["anytime_form", "needy_form"]
+    # it runs once, with a construct share, and reports as a formulation
+    r = run_portfolio(p, deadline=now() + 5, heuristics=[H("slow"), H("fast")], formulations=forms, table=table)
+    rows = [(x.source, x.kind) for x in r.ledger.report]
+    assert rows.count(("quick_form", "formulation")) == 1 and ("anytime_form", "formulation") in rows
+
+
 def test_parallel_run_reports_every_task():
     p = tight(seed=7)
     r = anytime_solve(p, 20, workers=2, heuristics=["split", "dtr_eq", "keep_all"], bounds=[],

@@ -240,12 +240,14 @@ class _Run:
 
     def serial(self) -> None:
         s = self.sched
+        wanting = []  # improvers and formulations that used their whole share: later rounds
         for t in s.construct:
-            self.step(t)
+            out = self.step(t)
+            if out is not None and out.wants_more:
+                wanting.append(t)
         self.reduce()
         for t in s.polish:
             self.step(t)
-        wanting = []
         for i, t in enumerate(s.long):
             out = self.step(t, remaining=len(s.long) - i)
             if out is not None and out.wants_more:

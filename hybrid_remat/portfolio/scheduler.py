@@ -6,14 +6,25 @@ Admission.  A component runs when its capabilities admit the problem
 ``applicable``), and, on one device, when it declares ``"needs_budget"``
 only if keep-all does not fit.  Refusals go to the report with the reason.
 
-Order: measured value per second.  Each heuristic, bound and improver gets a
-*priority* ``value / predicted seconds``: the prediction is the component's
-own ``predict_seconds(problem)`` when it has one, else ``c * n**k`` from the
+Order: measured value per second.  Each component gets a *priority*
+``value / predicted seconds``: the prediction is the component's own
+``predict_seconds(problem)`` when it has one, else ``c * n**k`` from the
 calibration table (:mod:`hybrid_remat.portfolio.calibration_table`, written
-by ``benchmarks/portfolio_calibration.py``), and ``value`` its measured win
-rate there.  Calibrated components run by decreasing priority; those without
-figures follow, by ``rank``.  Formulations run by ``rank`` (they share the
-time equally, so the order only decides who gets the time others leave).
+by ``benchmarks/portfolio_calibration.py``: seconds to a first useful
+result at 1k-100k nodes), and ``value`` its measured value there (1 where
+it gave the best plan or bound, 0.1 where it gave one).  Calibrated
+components run by decreasing priority; those without figures follow, by
+``rank``.
+
+A formulation that can start without a plan (no ``"needs_incumbent"``) and
+that the calibration measured to deliver its first result on its own (its
+row has a time fit, ``c``; a formulation that used all the time it was
+given has none) is a *constructor*: it runs with the heuristics and bounds,
+by priority (the block solver on repeated graphs: the best plan and bound
+in seconds), and again later only when it used its whole share.  The other
+formulations run after the improvers' first pass, by ``rank`` (they share
+the time equally, so the order only decides who gets the time others
+leave).
 
 Skipping.  A component whose predicted time exceeds the time left when its
 turn comes is skipped (report: ``predicted 290 s > 40 s left``).  Predict the
@@ -22,14 +33,15 @@ limits should predict that.
 
 Time shares (of the time left when a task starts):
 
-* ``construct`` (heuristics and bounds): :data:`CONSTRUCT_SHARE`, or twice
-  the prediction when that is more;
+* ``construct`` (heuristics, bounds, constructor formulations):
+  :data:`CONSTRUCT_SHARE`, or twice the prediction when that is more;
 * ``polish`` (improvers on the first incumbent): :data:`POLISH_SHARE` each;
 * ``long`` (formulations, then improvers again): the time left split equally
   among the long tasks not yet started (with ``W`` workers: ``W`` of them run
   at once);
-* later rounds (``long`` tasks that used their whole share): the time left,
-  split equally, while at least the runner's minimum remains.
+* later rounds (``long`` tasks and constructor formulations that used their
+  whole share): the time left, split equally, while at least the runner's
+  minimum remains.
 
 Reductions (multi-device problems, :mod:`~hybrid_remat.portfolio.reduce`)
 run after ``construct`` and before ``polish``, in the given order, each
@@ -111,11 +123,16 @@ class Scheduler:
         imps = self._admit("improver", improvers)
         forms = self._admit("formulation", formulations)
         self.reduce = [Task("reduction", r, "reduce", "", None, None, i) for i, r in enumerate(reductions)]
+        forms_t = [self._task("formulation", o, "long", i) for i, o in enumerate(forms)]
+        early = [t for t in forms_t if self.constructs(t)]
+        forms_t = [t for t in forms_t if not self.constructs(t)]
+        start = len(heur) + len(bnds)
         self.construct = self._by_priority([self._task("heuristic", o, "construct", i) for i, o in enumerate(heur)]
                                            + [self._task("bound", o, "construct", len(heur) + i)
-                                              for i, o in enumerate(bnds)])
+                                              for i, o in enumerate(bnds)]
+                                           + [Task(t.kind, t.obj, "construct", "", t.predicted, t.priority,
+                                                   start + t.index) for t in early])
         self.polish = self._by_priority([self._task("improver", o, "polish", i) for i, o in enumerate(imps)])
-        forms_t = [self._task("formulation", o, "long", i) for i, o in enumerate(forms)]
         forms_t.sort(key=lambda t: (float(getattr(t.obj, "rank", 10.0)), t.index))
         self.long = forms_t + [Task(t.kind, t.obj, "long", "", t.predicted, t.priority, t.index) for t in self.polish]
 
@@ -158,6 +175,14 @@ class Scheduler:
         """Measured value (win rate) of a component, ``None`` when unmeasured."""
         row = self.table.get(getattr(obj, "name", None))
         return None if row is None else float(row["value"])
+
+    def constructs(self, task: Task) -> bool:
+        """A formulation that runs with the heuristics (module docstring):
+        it starts without a plan and its calibration row measured when its
+        first result comes."""
+        row = self.table.get(task.name) or {}
+        return (task.kind == "formulation" and task.priority is not None and row.get("c") is not None
+                and "needs_incumbent" not in set(getattr(task.obj, "capabilities", ())))
 
     def _task(self, kind, obj, phase, index) -> Task:
         pred = self.predict(obj)

@@ -178,6 +178,23 @@ def test_used_by_anytime_solve():
     assert any("ortools" in s for s in sources), sources  # it ran inside anytime_solve
 
 
+def test_large_graphs_are_refused_with_the_reason_and_predicted():
+    from hybrid_remat_ortools.formulation import MAX_NODES
+
+    f = CpSatRemat()
+    small = Problem.single(generators.chain(20, bytes=1), 10)
+    large = Problem.single(generators.chain(MAX_NODES + 1, bytes=1), MAX_NODES // 2)
+    assert f.applicable(small) == (True, "")
+    ok, why = f.applicable(large)
+    assert not ok and f"> {MAX_NODES}" in why
+    assert 0 < f.predict_seconds(small) < f.predict_seconds(large)
+    anytime = pytest.importorskip("hybrid_remat.anytime")
+    res = anytime.anytime_solve(large, 5.0, workers=1, heuristics=["dtr_size"], bounds=[], improvers=[],
+                                formulations=["ortools"], warm=False)
+    (row,) = [r for r in res.report if r.source == "ortools"]
+    assert row.status == "skipped" and f"> {MAX_NODES}" in row.note
+
+
 def test_used_by_the_cli(tmp_path, capsys):
     cli = pytest.importorskip("hybrid_remat.cli")
     pytest.importorskip("hybrid_remat.anytime")

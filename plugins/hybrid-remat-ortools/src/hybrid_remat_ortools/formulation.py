@@ -81,10 +81,17 @@ from hybrid_remat.limits import Limits
 from hybrid_remat.plan import OP_COMPUTE, OP_COPY, Plan, plan_from_order
 from hybrid_remat.simulate import simulate
 
-__all__ = ["CpSatRemat", "event_index", "plan_to_intervals", "first_compute_order", "PRESOLVE_MAX_NODES"]
+__all__ = ["CpSatRemat", "event_index", "plan_to_intervals", "first_compute_order", "PRESOLVE_MAX_NODES",
+           "MAX_NODES"]
 
 SOURCE = "ortools"
 PRESOLVE_MAX_NODES = 120
+#: the largest graph the formulation takes: the staged grid has ``n (n + 1) / 2`` events, and CP-SAT found no
+#: plan above 500 nodes within 60 s (``benchmarks/results/ortools_moccasin.md``); at 10k nodes the model alone
+#: took 10 s
+MAX_NODES = 1000
+#: seconds to build one model: ``BUILD_C * n ** BUILD_K`` (measured at 250-2000 nodes: 0.05-1.2 s)
+BUILD_C, BUILD_K = 1.3e-5, 1.5
 
 
 def event_index(position: int, stage: int) -> int:
@@ -473,6 +480,17 @@ class CpSatRemat(Formulation):
     name = "ortools"
     version = "0.1.0"
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits"})
+
+    def applicable(self, problem) -> tuple[bool, str]:
+        """Graphs of at most :data:`MAX_NODES` nodes (the staged grid grows as ``n**2``)."""
+        n = problem.graph.n
+        if n > MAX_NODES:
+            return False, f"{n} nodes > {MAX_NODES}: the staged grid has n(n+1)/2 events"
+        return True, ""
+
+    def predict_seconds(self, problem) -> float:
+        """Seconds to build its models (the phase-one model and the main one) before CP-SAT searches."""
+        return 2.0 * BUILD_C * float(problem.graph.n) ** BUILD_K
 
     def __init__(self, max_computations: int = 2, phase1_share: float = 0.5, presolve: bool | None = None,
                  interleave: int = 1):
