@@ -204,6 +204,10 @@ def _tiny_problems():
     return Problem.single(g, 3), multi
 
 
+#: work budget of each component's warm-up run on a tiny problem (a search stops early; kernels compile anyway)
+WARMUP_WORK = 5_000
+
+
 def warmup(components=()) -> float:
     """Compile or load every Numba kernel the solve path uses; returns the
     seconds it took (never inside a time limit).
@@ -236,9 +240,9 @@ def warmup(components=()) -> float:
             caps = set(getattr(obj, "capabilities", ()))
             for p in ((single,) if "single_device" in caps else ()) + ((multi,) if "multi_device" in caps else ()):
                 if callable(getattr(obj, "bound", None)):
-                    call_bound(obj, p, limits=Limits.seconds(2.0))
+                    call_bound(obj, p, limits=Limits.seconds(2.0, work=WARMUP_WORK))
                 elif callable(getattr(obj, "run", None)):
-                    call_heuristic(obj, p, seed=0, limits=Limits.seconds(2.0))
+                    call_heuristic(obj, p, seed=0, limits=Limits.seconds(2.0, work=WARMUP_WORK))
         except Exception:
             pass
     return now() - t0

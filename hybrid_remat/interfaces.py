@@ -161,12 +161,17 @@ class Bound:
     ``bound(problem, *, limits=None) -> BoundResult``: a value no plan in
     ``scope`` can beat.  A bound over :data:`ALL_PLANS` that a plan reaches
     proves it optimal, and ``anytime_solve`` stops there.
+
+    ``infeasibility_only = True`` declares a bound that is either ``+inf``
+    (no plan fits) or says nothing: the portfolio skips it once it holds a
+    valid plan.
     """
 
     name: str = "bound"
     version: str = "0"
     capabilities: frozenset = frozenset({"dag", "chain", "single_device", "honours_limits", "deterministic"})
     rank: float = 10.0
+    infeasibility_only: bool = False
 
     def bound(self, problem, *, limits=None) -> BoundResult:
         raise NotImplementedError

@@ -231,7 +231,9 @@ def _solve_kwargs(task: SweepTask, on_improve) -> dict:
     wanted = {"heuristics": list(task.solver.heuristics) if task.solver.heuristics is not None else None,
               "formulations": list(task.solver.formulations) if task.solver.formulations is not None else None,
               "on_improve": on_improve, "seed": task.seed, "node_limit": task.node_limit,
-              "local_search": task.solver.local_search, "objective": task.objective, **dict(task.options)}
+              "local_search": task.solver.local_search, "objective": task.objective,
+              # the sweep runs its solves in parallel (``jobs``): each solve is one worker
+              "workers": 1, **dict(task.options)}
     params = inspect.signature(anytime_solve).parameters
     return {k: v for k, v in wanted.items() if k in params and (v is not None or k in ("heuristics", "formulations"))}
 

@@ -17,8 +17,8 @@ def _cpu_gpu(g, gpu="50%"):
 
 def test_makespan_objective_picks_overlapping_plans(datasets_dir):
     p = _cpu_gpu(load_graph(datasets_dir / "mlp_chain_b256.json.gz"))
-    ser = anytime_solve(p, 30, formulations=[])
-    mk = anytime_solve(p, 30, formulations=[], objective="makespan")
+    ser = anytime_solve(p, 30, formulations=[], improvers=[], workers=1)
+    mk = anytime_solve(p, 30, formulations=[], improvers=[], workers=1, objective="makespan")
     assert ser.simulation.valid and mk.simulation.valid
     assert mk.objective == pytest.approx(mk.simulation.makespan)
     assert ser.objective == pytest.approx(ser.simulation.total_time)

@@ -492,6 +492,8 @@ def test_parallel_run_reports_every_task():
     names = [x.source for x in r.report]
     assert {"split", "dtr_eq", "keep_all", "drop_recomputations"} <= set(names)
     assert {x.worker for x in r.report if x.source in ("split", "dtr_eq")} <= {0, 1}
+    # a deterministic improver picked again and skipped ("same start") is not picked forever
+    assert sum(x.source == "drop_recomputations" for x in r.report) <= 2 * 3, len(r.report)
 
 
 def test_run_portfolio_directly_and_the_lift_uses_it():

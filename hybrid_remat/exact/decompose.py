@@ -42,10 +42,10 @@ Examples
 >>> from hybrid_remat.problem import Problem
 >>> from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 >>> from hybrid_remat.heuristics.lifetime_split import LifetimeSplit
->>> g = random_layered(60, seed=1)
+>>> g = random_layered(20, seed=1)
 >>> p = Problem.single(g, (min_feasible_budget(g) + keep_all_peak(g)) // 2)
 >>> start = LifetimeSplit().run(p)
->>> r = DecomposedFormulation(segment_size=10, min_nodes=0).solve(p, incumbent=start, node_limit=200)
+>>> r = DecomposedFormulation(segment_size=8, min_nodes=0).solve(p, incumbent=start, node_limit=50)
 >>> r.status, r.objective <= simulate(p, start).total_time, simulate(p, r.plan).valid
 ('feasible', True, True)
 """

@@ -64,10 +64,12 @@ def warmup() -> None:
 
     g = training_graph(nx.path_graph(4, create_using=nx.DiGraph))
     p = Problem.single(g, max(min_feasible_budget(g), int(0.8 * keep_all_peak(g))))
+    # small work budgets (no deadline: a cold cache compiles for seconds): the kernels compile on their
+    # first call, the searches need not run long
     for h in builtin_heuristics():
-        h.run(p, limits=Limits(work=10_000_000))
-    start = builtin_heuristics()[-1].run(p, limits=Limits(work=10_000_000))
+        h.run(p, limits=Limits(work=5_000))
+    start = builtin_heuristics()[-1].run(p, limits=Limits(work=5_000))
     for imp in builtin_improvers():
-        imp.improve(p, start, limits=Limits(work=1_000_000))
+        imp.improve(p, start, limits=Limits(work=5_000))
     revolve_dp(3, 2)
     revolve_dp_costs(np.ones(3), 2)

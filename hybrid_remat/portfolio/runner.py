@@ -146,6 +146,9 @@ class _Run:
         if reason:
             self.skip(task, reason)
             return None
+        if task.kind == "bound" and getattr(task.obj, "infeasibility_only", False) and math.isfinite(self.ledger.value):
+            self.skip(task, "a valid plan fits: nothing to prove infeasible")
+            return None
         if self.same_start.repeats(task, LedgerView(self.ledger)):
             self.skip(task, "same start as its last run (deterministic)")
             return None

@@ -212,6 +212,8 @@ def _worker_main(wid, pool, conn) -> None:
                 reason = "same start as its last run (deterministic)"
             if reason:
                 sink.add_report(SourceReport(task.name, task.kind, "skipped", note=reason, worker=wid))
+                if pool.repeat:  # picked again and skipped: it wants nothing more (else it is picked forever)
+                    pool.wants[idx] = 0
                 continue
             start_value = pool.shared.incumbent_value()
             share = pool.share if pool.share is not None else \
