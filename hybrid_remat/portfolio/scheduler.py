@@ -14,7 +14,10 @@ by ``benchmarks/portfolio_calibration.py``: seconds to a first useful
 result at 1k-100k nodes), and ``value`` its measured value there (1 where
 it gave the best plan or bound, 0.1 where it gave one).  Calibrated
 components run by decreasing priority; those without figures follow, by
-``rank``.
+``rank``.  One exception, the *quick start*: the calibrated heuristic with
+a positive value and the smallest prediction runs first (DTR's size rule on
+the llama graphs: a plan in 0.2 s at 100k nodes, before the block solver's
+second), so that the first plan never waits for the best-valued component.
 
 A formulation that can start without a plan (no ``"needs_incumbent"``) and
 that the calibration measured to deliver its first result on its own (its
@@ -132,6 +135,7 @@ class Scheduler:
                                               for i, o in enumerate(bnds)]
                                            + [Task(t.kind, t.obj, "construct", "", t.predicted, t.priority,
                                                    start + t.index) for t in early])
+        self.construct = self._quick_start_first(self.construct)
         self.polish = self._by_priority([self._task("improver", o, "polish", i) for i, o in enumerate(imps)])
         forms_t.sort(key=lambda t: (float(getattr(t.obj, "rank", 10.0)), t.index))
         self.long = forms_t + [Task(t.kind, t.obj, "long", "", t.predicted, t.priority, t.index) for t in self.polish]
@@ -191,6 +195,18 @@ class Scheduler:
         if pred is not None and val is not None:
             prio = max(val, 0.01) / max(pred, 1e-4)
         return Task(kind, obj, phase, "", pred, prio, index)
+
+    def _quick_start_first(self, tasks: list) -> list:
+        """``tasks`` with the *quick start* first: the calibrated heuristic
+        with a measured value (it gave plans) and the smallest predicted
+        time, so that a plan comes at once however long the best-valued
+        components take (module docstring)."""
+        quick = [t for t in tasks if t.kind == "heuristic" and t.predicted is not None
+                 and (self.value(t.obj) or 0.0) > 0.0]
+        if not quick:
+            return tasks
+        first = min(quick, key=lambda t: (t.predicted, t.index))
+        return [first] + [t for t in tasks if t is not first]
 
     @staticmethod
     def _by_priority(tasks: list) -> list:
