@@ -503,6 +503,23 @@ class Graph:
         g.add_edges_from(map(tuple, self.edges().tolist()))
         return g
 
+    def derived(self, key: str, compute):
+        """``compute(self)``, computed once per graph and kept with it under
+        ``key`` (a graph does not change: structure found by an analysis,
+        such as the repeated blocks, serves every component that asks).
+
+        Examples
+        --------
+        >>> from hybrid_remat.generators import chain
+        >>> g = chain(3)
+        >>> g.derived("n_sinks", lambda g: 1), g.derived("n_sinks", lambda g: 2)
+        (1, 1)
+        """
+        cache = self.__dict__.setdefault("_derived", {})
+        if key not in cache:
+            cache[key] = compute(self)
+        return cache[key]
+
     def with_costs(self, costs: Mapping[str, np.ndarray], estimated: Mapping[str, np.ndarray] | None = None) -> Graph:
         """A copy with cost columns replaced or added (e.g. from a cost model)."""
         new = dict(self.costs)

@@ -460,9 +460,9 @@ def test_the_quickest_heuristic_that_gave_plans_starts_before_the_best_valued():
             self.name = name
 
     p = tight(seed=6)
-    table = {"best": {"c": 1e-3, "k": 1.0, "value": 1.0}, "cheap": {"c": 2e-5, "k": 1.0, "value": 0.01},
-             "cheaper_no_plans": {"c": 1e-8, "k": 1.0, "value": 0.0}, "mid": {"c": 1e-4, "k": 1.0, "value": 0.5}}
-    s = Scheduler(p, heuristics=[H("mid"), H("best"), H("cheaper_no_plans"), H("cheap")], table=table)
+    table = {"best": {"c": 1e-3, "k": 1.0, "value": 1.0}, "cheap": {"c": 1e-4, "k": 1.0, "value": 0.05},
+             "cheaper_few_plans": {"c": 1e-8, "k": 1.0, "value": 0.02}, "mid": {"c": 2e-4, "k": 1.0, "value": 0.5}}
+    s = Scheduler(p, heuristics=[H("mid"), H("best"), H("cheaper_few_plans"), H("cheap")], table=table)
     by_priority = [t.name for t in Scheduler._by_priority(s.construct)]
     assert by_priority.index("cheap") > by_priority.index("best")
     # the quick start (cheap: the smallest prediction among those that gave plans) moves to the front

@@ -256,24 +256,17 @@ def blocks_applicable(problem, structure: BlockStructure | None = None) -> tuple
 
 
 class RemembersBlocks:
-    """Detection once per graph: the structure of the last graph seen is kept
-    on the object (a component is asked ``applicable`` then run); the graph
-    itself only weakly.  ``applicable``: :func:`blocks_applicable`."""
-
-    _seen: tuple = (None, None)
+    """Detection once per graph, shared by every block component: the
+    structure is kept with the graph (:meth:`~hybrid_remat.graph.Graph.derived`;
+    a component is asked ``applicable`` then run).  ``applicable``:
+    :func:`blocks_applicable`."""
 
     def applicable(self, problem) -> tuple[bool, str]:
         return blocks_applicable(problem, self.structure(problem.graph))
 
     def structure(self, graph) -> BlockStructure | None:
         """The graph's blocks (:func:`~hybrid_remat.blocks.detect.detect_blocks`)."""
-        import weakref
-
-        ref, bs = self._seen
-        if ref is None or ref() is not graph:
-            bs = detect_blocks(graph)
-            self._seen = (weakref.ref(graph), bs)
-        return bs
+        return graph.derived("blocks", detect_blocks)
 
 
 class BlockBoundSource(RemembersBlocks, Bound):

@@ -131,19 +131,26 @@ def _periods(sig: np.ndarray, min_copies: int, max_candidates: int = 24) -> list
     return out
 
 
-def _crossing_bytes(graph, nodes: np.ndarray, P: int, offset: int, copies: int) -> int:
-    """Bytes of the values that cross a block boundary when ``nodes[offset:]``
-    is cut every ``P`` positions."""
+def _phase_edges(graph, nodes: np.ndarray) -> tuple:
+    """``(src position, dst position, src node)`` of the edges between nodes
+    of one phase (positions in ``nodes``)."""
     pos = np.full(graph.n, -1, dtype=np.int64)
     pos[nodes] = np.arange(nodes.size)
-    block = np.full(graph.n, -1, dtype=np.int64)
-    seg = nodes[offset:offset + copies * P]
-    block[seg] = np.arange(seg.size) // P
     src = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.succ_ptr))
-    dst = graph.succ_idx
-    bu, bv = block[src], block[dst]
-    cross = (bu >= 0) & (bv >= 0) & (bu != bv)
-    return int(graph.bytes[np.unique(src[cross])].sum())
+    ps, pd = pos[src], pos[graph.succ_idx]
+    keep = (ps >= 0) & (pd >= 0)
+    return ps[keep], pd[keep], src[keep]
+
+
+def _crossing_bytes(graph, edges: tuple, P: int, offset: int, copies: int) -> int:
+    """Bytes of the values that cross a block boundary when the phase's
+    nodes ``offset:`` are cut every ``P`` positions (``edges``:
+    :func:`_phase_edges`)."""
+    ps, pd, src = edges
+    lo, hi = offset, offset + copies * P
+    inside = (ps >= lo) & (ps < hi) & (pd >= lo) & (pd < hi)
+    cross = (ps[inside] - lo) // P != (pd[inside] - lo) // P
+    return int(graph.bytes[np.unique(src[inside][cross])].sum())
 
 
 def _blocks_of_phase(graph, nodes: np.ndarray, sig: np.ndarray, min_copies: int) -> np.ndarray | None:
@@ -151,12 +158,13 @@ def _blocks_of_phase(graph, nodes: np.ndarray, sig: np.ndarray, min_copies: int)
     most nodes covered, then the fewest boundary bytes (within 1 %: the
     earliest alignment)."""
     options = []
+    edges = _phase_edges(graph, nodes)
     for P, start, length in _periods(sig[nodes], min_copies):
         for offset in range(start, start + min(P, length - min_copies * P + 1)):
             copies = (start + length - offset) // P
             if copies < min_copies:
                 break
-            options.append((copies * P, _crossing_bytes(graph, nodes, P, offset, copies), P, offset, copies))
+            options.append((copies * P, _crossing_bytes(graph, edges, P, offset, copies), P, offset, copies))
     if not options:
         return None
     cover = max(o[0] for o in options)
@@ -166,14 +174,42 @@ def _blocks_of_phase(graph, nodes: np.ndarray, sig: np.ndarray, min_copies: int)
     return nodes[offset:offset + copies * P].reshape(copies, P)
 
 
-def _internal_edges(graph, nodes: np.ndarray) -> set:
-    loc = {int(v): i for i, v in enumerate(nodes.tolist())}
-    out = set()
-    for v in nodes.tolist():
-        for u in graph.preds(v).tolist():
-            if u in loc:
-                out.add((loc[u], loc[v]))
-    return out
+def _edges(graph) -> tuple:
+    """``(src, dst)`` of every edge."""
+    return np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.succ_ptr)), graph.succ_idx.astype(np.int64)
+
+
+def _same_internal_edges(graph, blocks: np.ndarray) -> bool:
+    """Whether every row of ``blocks`` (``(copies, m)`` node ids, matched by
+    position) has the same edges inside it."""
+    L, m = blocks.shape
+    blk = np.full(graph.n, -1, dtype=np.int64)
+    loc = np.full(graph.n, -1, dtype=np.int64)
+    blk[blocks] = np.arange(L)[:, None]
+    loc[blocks] = np.arange(m)[None, :]
+    src, dst = _edges(graph)
+    inside = (blk[src] >= 0) & (blk[src] == blk[dst])
+    b, key = blk[src[inside]], loc[src[inside]] * m + loc[dst[inside]]
+    order = np.lexsort((key, b))
+    counts = np.bincount(b, minlength=L)
+    if np.any(counts != counts[0]):
+        return False
+    key = key[order].reshape(L, int(counts[0]))
+    return bool(np.all(key == key[0]))
+
+
+def _pairing(graph, F: np.ndarray, Bk: np.ndarray) -> list:
+    """For each forward block the backward block that reads most from it
+    (``-1``: none reads from it)."""
+    owner = np.full(graph.n, -1, dtype=np.int64)
+    owner[Bk] = np.arange(Bk.shape[0])[:, None]
+    fblk = np.full(graph.n, -1, dtype=np.int64)
+    fblk[F] = np.arange(F.shape[0])[:, None]
+    src, dst = _edges(graph)
+    both = (fblk[src] >= 0) & (owner[dst] >= 0)
+    counts = np.bincount(fblk[src[both]] * Bk.shape[0] + owner[dst[both]],
+                         minlength=F.shape[0] * Bk.shape[0]).reshape(F.shape[0], Bk.shape[0])
+    return [int(row.argmax()) if row.any() else -1 for row in counts]
 
 
 def detect_blocks(graph, *, min_copies: int = 2) -> BlockStructure | None:
@@ -197,22 +233,12 @@ def detect_blocks(graph, *, min_copies: int = 2) -> BlockStructure | None:
     if F is None or Bk is None:
         return None
     # pair each forward block with the backward block that reads most from it
-    owner = np.full(graph.n, -1, dtype=np.int64)
-    for j in range(Bk.shape[0]):
-        owner[Bk[j]] = j
-    pair = []
-    for k in range(F.shape[0]):
-        reads = np.concatenate([graph.succs(v) for v in F[k].tolist()])
-        js = owner[reads]
-        js = js[js >= 0]
-        pair.append(int(np.bincount(js).argmax()) if js.size else -1)
+    pair = _pairing(graph, F, Bk)
     if F.shape[0] != Bk.shape[0] or sorted(pair) != list(range(F.shape[0])):
         return None
     Bk = Bk[pair]
-    ref = _internal_edges(graph, np.concatenate([F[0], Bk[0]]))
-    for k in range(1, F.shape[0]):
-        if _internal_edges(graph, np.concatenate([F[k], Bk[k]])) != ref:
-            return None
+    if not _same_internal_edges(graph, np.concatenate([F, Bk], axis=1)):
+        return None
     L = F.shape[0]
     stage = np.full(graph.n, -1, dtype=np.int64)
     for k in range(L):

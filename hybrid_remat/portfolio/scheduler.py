@@ -14,8 +14,9 @@ by ``benchmarks/portfolio_calibration.py``: seconds to a first useful
 result at 1k-100k nodes), and ``value`` its measured value there (1 where
 it gave the best plan or bound, 0.1 where it gave one).  Calibrated
 components run by decreasing priority; those without figures follow, by
-``rank``.  One exception, the *quick start*: the calibrated heuristic with
-a positive value and the smallest prediction runs first (DTR's size rule on
+``rank``.  One exception, the *quick start*: of the calibrated heuristics
+that gave plans on about half the instances or more (value at least
+:data:`QUICK_START_MIN_VALUE`), the one with the smallest prediction runs first (DTR's size rule on
 the llama graphs: a plan in 0.2 s at 100k nodes, before the block solver's
 second), so that the first plan never waits for the best-valued component.
 
@@ -71,6 +72,8 @@ from .calibration_table import TABLE
 
 __all__ = ["Scheduler", "Task", "CONSTRUCT_SHARE", "POLISH_SHARE"]
 
+#: value from which a heuristic can be the quick start (0.1 per instance where it gave a plan)
+QUICK_START_MIN_VALUE = 0.05
 #: share of the time left that a heuristic or bound may use
 CONSTRUCT_SHARE = 0.25
 #: share of the time left that each improver gets on the first incumbent
@@ -198,11 +201,11 @@ class Scheduler:
 
     def _quick_start_first(self, tasks: list) -> list:
         """``tasks`` with the *quick start* first: the calibrated heuristic
-        with a measured value (it gave plans) and the smallest predicted
-        time, so that a plan comes at once however long the best-valued
+        that gave plans (value at least :data:`QUICK_START_MIN_VALUE`) with
+        the smallest predicted time, so that a plan comes at once however long the best-valued
         components take (module docstring)."""
         quick = [t for t in tasks if t.kind == "heuristic" and t.predicted is not None
-                 and (self.value(t.obj) or 0.0) > 0.0]
+                 and (self.value(t.obj) or 0.0) >= QUICK_START_MIN_VALUE]
         if not quick:
             return tasks
         first = min(quick, key=lambda t: (t.predicted, t.index))
