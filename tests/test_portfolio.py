@@ -565,3 +565,14 @@ def test_the_callers_stop_flag_ends_the_solve():
     r = anytime_solve(p, 60, workers=2, heuristics=[], bounds=[], improvers=[], formulations=[_Sleeper()],
                       warm=False, stop=stop)
     assert r.interrupted and r.plan is not None and r.status == "feasible"
+
+
+def test_a_class_bound_is_reported_only_above_the_bound_over_every_plan():
+    p = tight(seed=6)
+    ledger = Ledger(p)
+    base = p.base_cost
+    assert ledger.offer_bound(base * 1.02, "cut_bound")
+    ledger.offer_bound(base * 1.01, "checkmate", scope="staged")   # below it: says nothing more
+    assert ledger.class_bound() == (-math.inf, "")
+    ledger.offer_bound(base * 1.03, "checkmate", scope="staged")   # above it: the staged class's own bound
+    assert ledger.class_bound() == (pytest.approx(base * 1.03), "staged")

@@ -193,12 +193,13 @@ class Ledger:
         return "optimal" if self.closed() else "feasible"
 
     def class_bound(self) -> tuple[float, str]:
-        """The highest bound of a restricted class and its scope
-        (``(-inf, "")`` when none)."""
+        """The highest bound of a restricted class and its scope, when it
+        says more than the bound over every plan (``(-inf, "")`` otherwise:
+        a class bound below that one adds nothing)."""
         with self._lock:
             best, scope = -math.inf, ""
             for sc, (v, _) in self.class_bounds.items():
-                if v > best:
+                if v > best and v > self.bound:
                     best, scope = v, sc
             return best, scope
 
