@@ -48,9 +48,12 @@ def _fmt(x, nd=3):
 
 
 def _t_proved(history, objective):
-    """First time at which the final plan's value and a bound reaching it were both known."""
+    """First time at which the final plan's value and a bound reaching it
+    (within the ledger's :data:`~hybrid_remat.portfolio.ledger.OPTIMALITY_RTOL`) were both known."""
+    from hybrid_remat.portfolio.ledger import OPTIMALITY_RTOL
+
     return next((h[0] for h in history if math.isfinite(h[1]) and h[1] <= objective * (1 + 1e-9)
-                 and h[2] >= objective * (1 - 1e-9)), None)
+                 and h[2] >= objective * (1 - OPTIMALITY_RTOL)), None)
 
 
 def instance_row(iid, fname, r, limit):

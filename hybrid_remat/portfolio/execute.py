@@ -156,6 +156,9 @@ def _bound(task, problem, sink, shared, limits, seed, row) -> Outcome:
     if res is None or res.value is None or res.value != res.value:
         note = str((res.stats or {}).get("skipped", "")) if res is not None else ""
         return row("skipped", note=note or "no bound", bound=True)
+    if res.value == -math.inf:  # it proved nothing (e.g. feasibility: a plan exists, or not settled)
+        stats = res.stats or {}
+        return row("no_bound", note=str(stats.get("reason") or stats.get("status") or "nothing proved"), bound=True)
     if not _counts(task.obj, problem):
         return row("skipped", note=f"bounds {'/'.join(sorted(objectives_of(task.obj)))}, not "
                                    f"{problem.objective.name}", bound=True)

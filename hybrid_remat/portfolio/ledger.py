@@ -66,7 +66,8 @@ class SourceReport:
     ``kind``: ``heuristic``, ``bound`` (``objective`` and ``tdi_pct`` are its
     bound), ``improver`` or ``formulation``.  ``status``: ``valid``,
     ``over_budget`` (simulated but over the budget or invalid), ``no_plan``,
-    ``error``, ``skipped`` (``note`` says why: ``time limit``, ``gap
+    ``error``, ``no_bound`` (a bound that proved nothing; ``note`` says
+    why), ``skipped`` (``note`` says why: ``time limit``, ``gap
     closed``, ``predicted 290 s > 40 s left``, ...), ``bound``, ``improved``,
     ``no_change``, ``stopped`` (killed at its deadline), or a formulation's
     status (``optimal``, ``feasible``, ``infeasible``, ``no_solution``).

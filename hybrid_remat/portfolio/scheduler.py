@@ -173,6 +173,11 @@ class Scheduler:
                 return s if s == s and s >= 0 else None
             except Exception:
                 return None
+        return self.measured(obj)
+
+    def measured(self, obj) -> float | None:
+        """The calibration table's ``c * n**k`` (seconds to a first useful
+        result), or ``None``."""
         row = self.table.get(getattr(obj, "name", None))
         if row is None or row.get("c") is None:
             return None
@@ -196,7 +201,9 @@ class Scheduler:
         val = self.value(obj)
         prio = None
         if pred is not None and val is not None:
-            prio = max(val, 0.01) / max(pred, 1e-4)
+            # order by the slower of its own prediction (which may cover only a part, e.g. building a
+            # model) and the measured time to a first result
+            prio = max(val, 0.01) / max(pred, self.measured(obj) or 0.0, 1e-4)
         return Task(kind, obj, phase, "", pred, prio, index)
 
     def _quick_start_first(self, tasks: list) -> list:
