@@ -158,7 +158,9 @@ def measure(kind, obj, problem, timeout):
             sim = simulate(problem, plan)
             value = problem.objective.value(sim) if sim.valid else None
         ok = status == "ok" and bound is not None and math.isfinite(bound)
-        return min(first, limit), value, float(bound) if ok else None, first >= USED_ALL * limit
+        # a formulation that returned nothing gave no first result: no time fit (the scheduler gives it a share)
+        fruitless = kind == "formulation" and value is None and not ok
+        return min(first, limit), value, float(bound) if ok else None, first >= USED_ALL * limit or fruitless
     p.kill()
     p.join()
     return float(limit), None, None, True

@@ -489,12 +489,14 @@ def test_a_formulation_measured_to_deliver_fast_runs_with_the_heuristics_by_valu
     table = {"fast": {"c": 1e-7, "k": 1.0, "value": 0.1}, "slow": {"c": 1e-2, "k": 1.0, "value": 0.1},
              "quick_form": {"c": 1e-3, "k": 1.0, "value": 1.0},        # first plan measured: a constructor
              "anytime_form": {"c": None, "k": None, "value": 1.0},     # used all it was given: long phase
-             "needy_form": {"c": 1e-5, "k": 1.0, "value": 1.0}}        # needs a plan: long phase
-    forms = [_Form("anytime_form"), _Form("needy_form", {"needs_incumbent"}), _Form("quick_form")]
+             "needy_form": {"c": 1e-5, "k": 1.0, "value": 1.0},        # needs a plan: long phase
+             "fruitless_form": {"c": 1e-6, "k": 1.0, "value": 0.0}}    # returned fast, but nothing: long phase
+    forms = [_Form("anytime_form"), _Form("needy_form", {"needs_incumbent"}), _Form("quick_form"),
+             _Form("fruitless_form")]
     s = Scheduler(p, heuristics=[H("slow"), H("fast")], formulations=forms, table=table)
     assert [(t.name, t.kind) for t in s.construct] == [("fast", "heuristic"), ("quick_form", "formulation"),
                                                         ("slow", "heuristic")]
-    assert [t.name for t in s.long] == ["anytime_form", "needy_form"]
+    assert [t.name for t in s.long] == ["anytime_form", "needy_form", "fruitless_form"]
     # it runs once, with a construct share, and reports as a formulation
     r = run_portfolio(p, deadline=now() + 5, heuristics=[H("slow"), H("fast")], formulations=forms, table=table)
     rows = [(x.source, x.kind) for x in r.ledger.report]

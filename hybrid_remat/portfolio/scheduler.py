@@ -21,9 +21,10 @@ the llama graphs: a plan in 0.2 s at 100k nodes, before the block solver's
 second), so that the first plan never waits for the best-valued component.
 
 A formulation that can start without a plan (no ``"needs_incumbent"``) and
-that the calibration measured to deliver its first result on its own (its
-row has a time fit, ``c``; a formulation that used all the time it was
-given has none) is a *constructor*: it runs with the heuristics and bounds,
+that the calibration measured to deliver a useful first result on its own
+(its row has a time fit, ``c``, and a positive value; a formulation that
+used all the time it was given has no fit, one that returned nothing has
+value 0) is a *constructor*: it runs with the heuristics and bounds,
 by priority (the block solver on repeated graphs: the best plan and bound
 in seconds), and again later only when it used its whole share.  The other
 formulations run after the improvers' first pass, by ``rank`` (they share
@@ -194,6 +195,7 @@ class Scheduler:
         first result comes."""
         row = self.table.get(task.name) or {}
         return (task.kind == "formulation" and task.priority is not None and row.get("c") is not None
+                and float(row.get("value") or 0.0) > 0.0   # its first result was useful (a plan or a bound)
                 and "needs_incumbent" not in set(getattr(task.obj, "capabilities", ())))
 
     def _task(self, kind, obj, phase, index) -> Task:
