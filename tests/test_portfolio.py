@@ -437,13 +437,16 @@ def test_a_deterministic_improver_does_not_rerun_from_the_same_start():
     assert [x.note for x in r.report if x.source == "det"][-1] == "same start as its last run (deterministic)"
 
 
+class H(Heuristic):
+    """A heuristic that only has a name (and a rank): for the scheduler's ordering."""
+
+    capabilities = frozenset({"dag", "chain", "single_device"})
+
+    def __init__(self, name, rank=10.0):
+        self.name, self.rank = name, rank
+
+
 def test_order_is_value_per_second_then_rank():
-    class H(Heuristic):
-        capabilities = frozenset({"dag", "chain", "single_device"})
-
-        def __init__(self, name, rank):
-            self.name, self.rank = name, rank
-
     p = tight(seed=6)
     table = {"fast_good": {"c": 1e-6, "k": 1.0, "value": 0.9}, "slow_good": {"c": 1e-5, "k": 1.0, "value": 0.9},
              "fast_bad": {"c": 1e-6, "k": 1.0, "value": 0.0}}
@@ -453,12 +456,6 @@ def test_order_is_value_per_second_then_rank():
 
 
 def test_the_quickest_heuristic_that_gave_plans_starts_before_the_best_valued():
-    class H(Heuristic):
-        capabilities = frozenset({"dag", "chain", "single_device"})
-
-        def __init__(self, name):
-            self.name = name
-
     p = tight(seed=6)
     table = {"best": {"c": 1e-3, "k": 1.0, "value": 1.0}, "cheap": {"c": 1e-4, "k": 1.0, "value": 0.05},
              "cheaper_few_plans": {"c": 1e-8, "k": 1.0, "value": 0.02}, "mid": {"c": 2e-4, "k": 1.0, "value": 0.5}}
@@ -479,12 +476,6 @@ class _Form(Formulation):
 
 
 def test_a_formulation_measured_to_deliver_fast_runs_with_the_heuristics_by_value_per_second():
-    class H(Heuristic):
-        capabilities = frozenset({"dag", "chain", "single_device"})
-
-        def __init__(self, name):
-            self.name = name
-
     p = tight(seed=6)
     table = {"fast": {"c": 1e-7, "k": 1.0, "value": 0.1}, "slow": {"c": 1e-2, "k": 1.0, "value": 0.1},
              "quick_form": {"c": 1e-3, "k": 1.0, "value": 1.0},        # first plan measured: a constructor
@@ -563,10 +554,14 @@ def test_sigint_raises_solve_interrupted_with_the_best_result():
 def test_the_callers_stop_flag_ends_the_solve():
     p = tight(seed=9)
     stop = threading.Event()
-    threading.Timer(0.3, stop.set).start()
+
+    def stop_once_a_plan_is_in(imp):  # (a fixed timer raced the workers' start on a loaded machine)
+        if imp.plan is not None:
+            threading.Timer(0.1, stop.set).start()
+
     r = anytime_solve(p, 60, workers=2, heuristics=[], bounds=[], improvers=[], formulations=[_Sleeper()],
-                      warm=False, stop=stop)
-    assert r.interrupted and r.plan is not None and r.status == "feasible"
+                      warm=False, stop=stop, on_improve=stop_once_a_plan_is_in)
+    assert stop.is_set() and r.interrupted and r.plan is not None and r.status == "feasible"
 
 
 def test_a_class_bound_is_reported_only_above_the_bound_over_every_plan():
