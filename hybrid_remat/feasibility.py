@@ -57,7 +57,6 @@ import numpy as np
 from numba import njit
 
 from .budgets import budget_lower_bound, keep_all_peak
-from .core.sequence import minimal_plan
 from .graph import Graph
 from .interfaces import ALL_PLANS, Bound, BoundResult
 from .limits import UNLIMITED_WORK, Limits
@@ -404,9 +403,6 @@ def check_budget(graph: Graph, budget: int, *, limits: Limits | None = None,
     lb = order_bound(graph, limits=limits)
     if budget < lb:
         return Feasibility("infeasible", None, f"every plan needs at least {lb} B (order bound)")
-    plan, peak = minimal_plan(graph, range(graph.n), device, {"solver": "feasibility"})
-    if peak <= budget and _peak(graph, plan, budget) is not None:  # the reference order fits: no search
-        return Feasibility("feasible", plan, "the minimal-memory plan of the reference order fits")
     max_nodes = min(max_nodes, EXACT_MAX_NODES)
     if graph.n > max_nodes:
         return Feasibility("unknown", None, f"no exact search above {max_nodes} nodes")

@@ -155,3 +155,20 @@ def test_warm_up_runs():
     from hybrid_remat.feasibility import warm_up
 
     warm_up()
+
+
+def test_the_portfolio_skips_the_feasibility_bound_once_a_plan_fits_and_says_when_it_proves_nothing():
+    from hybrid_remat.anytime import anytime_solve
+    from hybrid_remat.generators import random_layered
+
+    g = random_layered(40, seed=3)
+    p = Problem.single(g, "90%")
+    # a small work budget: the exact search stops unsettled, so the bound proves nothing
+    first = anytime_solve(p, 60, workers=1, heuristics=[], bounds=["feasibility"], improvers=[],
+                          formulations=[], warm=False, work_limit=10_000)
+    row = next(x for x in first.report if x.source == "feasibility")
+    assert row.status == "no_bound" and row.note == "the exact search hit its limits"  # not "rejected: ..."
+    after = anytime_solve(p, 60, workers=1, heuristics=["dtr"], bounds=["feasibility"], improvers=[],
+                          formulations=[], warm=False)
+    row = next(x for x in after.report if x.source == "feasibility")
+    assert after.plan is not None and row.status == "skipped" and "a valid plan fits" in row.note

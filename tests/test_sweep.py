@@ -251,3 +251,13 @@ def test_ctrl_c_on_the_process_pool_keeps_the_rows_done(tmp_path, datasets_dir):
     rows = read_csv(str(out))
     assert 2 <= len(rows) < 28
     assert all(r["status"] in ("feasible", "optimal") for r in rows)
+
+
+def test_each_sweep_solve_runs_in_one_worker_unless_asked():
+    """The sweep's parallelism is its pool of solves; a solve does not fork workers of its own."""
+    task = sweep_module._tasks([_graphs()[0]], ["90%"], DETERMINISTIC[1:], time_limit=5, seed=0, node_limit=None,
+                               objective="serial", devices=(), detail=False, options={})[0]
+    assert sweep_module._solve_kwargs(task, None)["workers"] == 1
+    task = sweep_module._tasks([_graphs()[0]], ["90%"], DETERMINISTIC[1:], time_limit=5, seed=0, node_limit=None,
+                               objective="serial", devices=(), detail=False, options={"workers": 2})[0]
+    assert sweep_module._solve_kwargs(task, None)["workers"] == 2
