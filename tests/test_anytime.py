@@ -131,9 +131,16 @@ class _OverBudget(Heuristic):
 
 def test_bad_heuristics_are_reported_not_fatal():
     p = Problem.single(training_graph(nx.path_graph(4, create_using=nx.DiGraph)), 6)
-    r = anytime_solve(p, 30, heuristics=[_Broken(), _OverBudget()], node_limit=NODES)
+    # no bound or exact model that could close the gap (and skip them) before both bad ones run
+    r = anytime_solve(p, 30, workers=1, heuristics=[_Broken(), _OverBudget(), "dtr"], bounds=[],
+                      improvers=[], formulations=[], node_limit=NODES)
     status = {row.source: row.status for row in r.report}
-    assert status["broken"] == "error" and status["over_budget"] == "over_budget"
+    assert status["broken"] == "error" and "boom" in next(x.note for x in r.report if x.source == "broken")
+    assert status["over_budget"] == "over_budget"
+    assert r.plan is not None and simulate(p, r.plan).valid
+    # and with the default portfolio the solve still ends proved optimal
+    r = anytime_solve(p, 30, heuristics=[_Broken(), _OverBudget()], node_limit=NODES)
+    assert {row.status for row in r.report if row.source == "broken"} <= {"error", "skipped"}
     assert r.status == "optimal" and simulate(p, r.plan).valid
 
 
