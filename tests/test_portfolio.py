@@ -69,6 +69,8 @@ class _Probe(Improver):
         self.flag_path = flag_path
 
     def improve(self, problem, plan, *, seed=0, limits=None, on_incumbent=None, shared=None):
+        if os.path.exists(self.flag_path):  # a later run (a copy, say) may start anywhere: the first one counts
+            return None
         shared_plan = shared.incumbent()
         record = {"pid": os.getpid(), "marker": plan.meta.get("marker"),
                   "shared_marker": shared_plan.meta.get("marker") if shared_plan is not None else None,
@@ -83,6 +85,7 @@ def test_workers_share_an_incumbent(tmp_path):
     p = tight()
     r = anytime_solve(p, 30, workers=2, heuristics=[], bounds=[], improvers=[_Probe(flag)],
                       formulations=[_Finder(flag)], warm=False)
+    assert os.path.exists(flag), [(x.source, x.status, x.worker, x.seconds, x.note) for x in r.report]
     seen = json.loads(open(flag).read())
     finder_pid = int(open(flag + ".finder").read())
     assert seen["marker"] == "finder" and seen["shared_marker"] == "finder"  # the plan found by the other worker
@@ -504,6 +507,75 @@ def test_parallel_run_reports_every_task():
     assert {x.worker for x in r.report if x.source in ("split", "dtr_eq")} <= {0, 1}
     # a deterministic improver picked again and skipped ("same start") is not picked forever
     assert sum(x.source == "drop_recomputations" for x in r.report) <= 2 * 3, len(r.report)
+
+
+class _SlowPlan(Heuristic):
+    """A valid plan after a pause (so that the pool's other worker starts cold)."""
+
+    name = "slow_plan"
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits"})
+
+    def run(self, problem, *, seed=0):
+        time.sleep(0.5)
+        return LifetimeSplit().run(problem)
+
+
+class _WarmOnly(Formulation):
+    """Finds nothing without a start, returns the start with one."""
+
+    name = "warm_only"
+    capabilities = frozenset({"dag", "chain", "single_device", "honours_limits"})
+
+    def solve(self, problem, *, incumbent=None, limits=None, **kw):
+        if incumbent is None:
+            return FormulationResult("no_solution")
+        return FormulationResult("feasible", incumbent, simulate(problem, incumbent).total_time)
+
+
+def test_a_formulation_that_started_cold_and_found_nothing_runs_again_from_a_plan():
+    p = tight(seed=7)
+    r = anytime_solve(p, 20, workers=2, heuristics=[_SlowPlan()], bounds=[], improvers=[],
+                      formulations=[_WarmOnly()], warm=False)
+    rows = [x for x in r.report if x.source == "warm_only"]
+    assert [x.status for x in rows] == ["no_solution", "feasible"], rows
+    assert rows[1].note.startswith("round 2") and simulate(p, r.plan).valid
+
+
+class _SlowDeterministic(Improver):
+    name = "slow_det"
+    capabilities = frozenset({"dag", "chain", "single_device", "honours_limits", "deterministic"})
+
+    def improve(self, problem, plan, *, seed=0, limits=None, **kw):
+        time.sleep(0.3)
+        return None
+
+
+def test_idle_workers_never_run_one_deterministic_improver_from_the_same_start_at_once():
+    p = tight(seed=7)
+    r = anytime_solve(p, 20, workers=2, heuristics=[_SlowPlan()], bounds=[], improvers=[_SlowDeterministic()],
+                      formulations=[], warm=False)
+    rows = [x.status for x in r.report if x.source == "slow_det"]
+    # skipped at first (no plan yet), then run once from the plan: never twice from the same start
+    assert rows.count("no_change") == 1, [(x.source, x.status, x.worker, x.note) for x in r.report]
+
+
+class _QuickSharer(Improver):
+    """Shares the incumbent (so copies of it are admitted) but ends at once."""
+
+    name = "quick_sharer"
+    capabilities = frozenset({"dag", "chain", "single_device", "honours_limits", "shares_incumbent"})
+
+    def improve(self, problem, plan, *, seed=0, limits=None, **kw):
+        time.sleep(0.05)
+        return None
+
+
+def test_copies_of_an_improver_that_ends_early_stop_instead_of_spinning():
+    p = tight(seed=7)
+    r = anytime_solve(p, 20, workers=2, heuristics=[_SlowPlan()], bounds=[], improvers=[_QuickSharer()],
+                      formulations=[], warm=False)
+    runs = [x for x in r.report if x.source == "quick_sharer" and x.status != "skipped"]
+    assert 1 <= len(runs) <= 6, [(x.status, x.worker, x.note) for x in r.report if x.source == "quick_sharer"]
 
 
 def test_run_portfolio_directly_and_the_lift_uses_it():

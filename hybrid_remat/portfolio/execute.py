@@ -46,7 +46,8 @@ class Outcome:
     """How a task ended: ``status`` (as in its report row), ``seconds``,
     ``wants_more`` (it used its whole share without finishing: a later
     round may give it more time), ``needs_incumbent`` (skipped for want of
-    a plan to start from: worth a later try)."""
+    a plan to start from, or a formulation that started without one and
+    found none: worth a later try from a plan)."""
 
     status: str
     seconds: float = 0.0
@@ -73,24 +74,34 @@ class LedgerView:
 class SameStart:
     """Remembers where each ``"deterministic"`` improver or formulation last
     started: run again from the same incumbent, having finished within its
-    share, it would only repeat itself."""
+    share, it would only repeat itself.
 
-    def __init__(self):
-        self._seen: dict = {}
+    ``store`` holds the start values: a dict (one process), or an array
+    shared by a pool's workers with ``key`` mapping a component to its slot
+    (NaN: none), so that no worker repeats what another one ran.
+    """
+
+    def __init__(self, store=None, key=None):
+        self._store = {} if store is None else store
+        self._key = key or (lambda obj: id(obj))
 
     @staticmethod
     def _applies(task) -> bool:
         return task.kind in ("improver", "formulation") and "deterministic" in set(getattr(task.obj, "capabilities", ()))
 
+    def _get(self, task) -> float:
+        k = self._key(task.obj)
+        if isinstance(self._store, dict):
+            return self._store.get(k, math.nan)
+        return self._store[k]
+
     def repeats(self, task, shared) -> bool:
-        return self._applies(task) and self._seen.get(id(task.obj)) == shared.incumbent_value()
+        return self._applies(task) and self._get(task) == shared.incumbent_value()
 
     def record(self, task, start_value: float, out: Outcome) -> None:
         if self._applies(task):
-            if out.wants_more or out.needs_incumbent or out.status == "error":
-                self._seen.pop(id(task.obj), None)
-            else:
-                self._seen[id(task.obj)] = start_value
+            forget = out.wants_more or out.needs_incumbent or out.status == "error"
+            self._store[self._key(task.obj)] = math.nan if forget else start_value
 
 
 def _counts(obj, problem) -> bool:
@@ -222,4 +233,9 @@ def _formulation(task, problem, sink, shared, limits, seed, row) -> Outcome:
             sink.offer_bound(float(lb), name, scope)
     stats = fr.stats or {}
     note = str(stats.get("skipped") or stats.get("start_note") or "")
-    return row(fr.status, float(fr.objective) if fr.objective is not None else math.inf, note)
+    out = row(fr.status, float(fr.objective) if fr.objective is not None else math.inf, note)
+    if incumbent is None and fr.plan is None and fr.status not in ("optimal", "infeasible", "error"):
+        # it started cold (a parallel pool starts formulations beside the heuristics) and found
+        # nothing: worth another try from the plan that the others have found meanwhile
+        out.needs_incumbent = True
+    return out

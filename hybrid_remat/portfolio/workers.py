@@ -8,6 +8,16 @@ improvers again); when the list is done it runs again, with new seeds, the
 tasks that used their whole share (LNS restarts from the shared incumbent),
 in the manner of CP-SAT's portfolio workers.
 
+Picking again (:func:`_pick_again`).  First the tasks that waited for a
+plan (skipped for want of one, or a formulation that started cold, beside
+the heuristics, and found nothing), then those that want more time.  A
+worker claims what it picks under the pool's lock, and a component runs in
+one worker at a time, so that sixteen idle workers never run one
+deterministic improver from the same start (:class:`SameStart` is shared
+by the workers too).  When nothing else is left, idle workers run copies,
+with other seeds, of a running improver that shares the incumbent (LNS),
+until a copy ends before its share does.
+
 Sharing.  The parent owns the :class:`~hybrid_remat.portfolio.ledger.Ledger`.
 Workers send every improvement at once through their own pipe (a
 synchronous write: a message is in the pipe before the component goes on),
@@ -117,6 +127,7 @@ class PipeSink:
     def __init__(self, conn, problem, shared, send_all: bool = False):
         self.conn, self.problem, self.shared, self.send_all = conn, problem, shared, send_all
         self.best = math.inf
+        self.sent_at = -math.inf  # when it last sent a plan better than the shared incumbent
         self._lock = threading.Lock()
 
     def send(self, msg) -> None:
@@ -133,11 +144,16 @@ class PipeSink:
         value = self.problem.objective.value(sim)
         if better(value, min(self.best, self.shared.incumbent_value())):
             self.best = value
+            self.sent_at = now()
             self.send(("plan", source, plan))
             return sim, True
         if self.send_all:  # a one-task pool: the parent keeps a pool of good plans
             self.send(("plan", source, plan))
         return sim, False
+
+    def plan_in_flight(self, wait: float = 1.0) -> bool:
+        """It sent a plan that the parent has not published yet (for at most ``wait`` seconds)."""
+        return now() - self.sent_at < wait and better(self.best, self.shared.incumbent_value())
 
     def offer_bound(self, value, source, scope) -> bool:
         self.send(("bound", float(value), source, scope))
@@ -167,13 +183,41 @@ def _die_with_parent() -> None:
         pass
 
 
+def _copyable(task) -> bool:
+    """An improver that shares the incumbent (LNS): a second copy, with
+    another seed, searches elsewhere and passes what it finds to the first,
+    at little memory.  (Exact models are not copied: a race of SCIP seeds
+    costs a model's memory per worker and starves the rest.)"""
+    return task.kind == "improver" and "shares_incumbent" in set(getattr(task.obj, "capabilities", ()))
+
+
 def _pick_again(pool, wid: int, rounds: int):
-    """A task to run again: one that wants more time, or one that waited for
-    a plan once there is one (``None``: nothing)."""
-    wanting = [i for i in range(len(pool.tasks)) if pool.wants[i] == 1]
-    if pool.shared.incumbent() is not None:
-        wanting += [i for i in range(len(pool.tasks)) if pool.wants[i] == 2]
-    return wanting[(wid + rounds) % len(wanting)] if wanting else None, len(wanting)
+    """Claim a task to run again: ``(index, candidates, copy)``, index
+    ``None`` for nothing.  First one that waited for a plan, once there is
+    one (it has not had its try yet), else one that wants more time; a
+    component runs in one worker at a time (listed twice, as a first pass
+    and a later one, too), so that idle workers never repeat each other.
+    When nothing else is left, a second copy of a running one that
+    :func:`_copyable` admits, until a copy ends before its share does (then
+    more copies would only spin)."""
+    with pool.counter_lock:
+        n = len(pool.tasks)
+        wants, running = pool.wants[:n], pool.inside[:n]
+        busy = {id(pool.tasks[i].obj) for i in range(n) if running[i] > 0}
+        cands = []
+        if math.isfinite(pool.shared.incumbent_value()):
+            cands = [i for i in range(n) if wants[i] == 2 and id(pool.tasks[i].obj) not in busy]
+        if not cands:
+            cands = [i for i in range(n) if wants[i] == 1 and id(pool.tasks[i].obj) not in busy]
+        copy = not cands
+        if copy:
+            cands = [i for i in range(n) if running[i] > 0 and pool.copies[pool.slot(pool.tasks[i].obj)] and _copyable(pool.tasks[i])]
+        if not cands:
+            return None, 0, False
+        idx = cands[(wid + rounds) % len(cands)]
+        pool.wants[idx] = 0
+        pool.inside[idx] += 1
+        return idx, len(cands), copy
 
 
 def _worker_main(wid, pool, conn) -> None:
@@ -182,7 +226,7 @@ def _worker_main(wid, pool, conn) -> None:
     _die_with_parent()
     sink = PipeSink(conn, pool.problem, pool.shared, send_all=not pool.repeat)
     tasks = pool.tasks
-    same_start = SameStart()
+    same_start = SameStart(pool.starts, key=pool.slot)
     rounds = 0
     try:
         while not pool.stop.is_set():
@@ -193,12 +237,16 @@ def _worker_main(wid, pool, conn) -> None:
                 idx = pool.counter.value
                 if idx < len(tasks):
                     pool.counter.value += 1
+                    pool.inside[idx] += 1
+            copy = False
             if idx < len(tasks):
                 task, seed, remaining = tasks[idx], pool.seed, len(tasks) - idx
             elif pool.repeat:
-                idx, remaining = _pick_again(pool, wid, rounds)
+                idx, remaining, copy = _pick_again(pool, wid, rounds)
                 if idx is None:
-                    if any(pool.busy[:]):  # others may still find a plan or want more
+                    # a task claimed or running may still bring a plan or want more (``inside`` is set at the
+                    # claim, under the lock, so a task claimed and not yet started counts)
+                    if any(pool.inside[:len(tasks)]) or sink.plan_in_flight():
                         pool.stop.wait(0.05)
                         continue
                     break
@@ -208,26 +256,29 @@ def _worker_main(wid, pool, conn) -> None:
             else:
                 break
             reason = Scheduler.too_slow(task, left)
-            if reason is None and same_start.repeats(task, pool.shared):
+            if reason is None and not copy and same_start.repeats(task, pool.shared):
                 reason = "same start as its last run (deterministic)"
             if reason:
                 sink.add_report(SourceReport(task.name, task.kind, "skipped", note=reason, worker=wid))
-                if pool.repeat:  # picked again and skipped: it wants nothing more (else it is picked forever)
-                    pool.wants[idx] = 0
+                with pool.counter_lock:  # picked and skipped: it wants nothing more (else it is picked forever)
+                    pool.inside[idx] -= 1
+                    if not copy:
+                        pool.wants[idx] = 0
                 continue
             start_value = pool.shared.incumbent_value()
             share = pool.share if pool.share is not None else \
                 Scheduler.share(task, left, remaining=remaining, workers=pool.workers)
             limits = Limits(min(pool.deadline, now() + share), pool.work, pool.stop, pool.nodes)
             sink.send(("start", wid, idx, task.name, task.kind, limits.deadline, honours_limits(task.obj)))
-            pool.busy[wid] = 1
-            try:
-                out = execute(task, pool.problem, sink, pool.shared, limits=limits, share=share, seed=seed,
-                              worker=wid)
-            finally:
-                pool.busy[wid] = 0
-            same_start.record(task, start_value, out)
-            pool.wants[idx] = 0 if not pool.repeat else 1 if out.wants_more else 2 if out.needs_incumbent else 0
+            out = execute(task, pool.problem, sink, pool.shared, limits=limits, share=share, seed=seed, worker=wid)
+            if not copy:  # a copy ran with another seed: its start says nothing of the next run's
+                same_start.record(task, start_value, out)
+            with pool.counter_lock:
+                pool.inside[idx] -= 1
+                if copy and not out.wants_more:
+                    pool.copies[pool.slot(task.obj)] = 0
+                if not copy or out.wants_more:
+                    pool.wants[idx] = 0 if not pool.repeat else 2 if out.needs_incumbent else 1 if out.wants_more else 0
             sink.send(("done", wid, idx, out))
     finally:
         sink.send(("exit", wid))
@@ -251,8 +302,14 @@ class Pool:
         self.stop = ctx.Event()
         self.counter = ctx.RawValue("q", 0)
         self.counter_lock = ctx.Lock()
-        self.busy = ctx.RawArray("b", max(1, int(workers)))  # each worker's own flag: inside a task
-        self.wants = ctx.RawArray("b", max(1, len(self.tasks)))
+        self.wants = ctx.RawArray("b", max(1, len(self.tasks)))  # 0 nothing more, 1 more time, 2 a plan to start
+        self.inside = ctx.RawArray("i", max(1, len(self.tasks)))  # workers inside each task now
+        # where each deterministic component last started (NaN: never), one slot per component
+        self._slots = {}
+        for t in self.tasks:
+            self._slots.setdefault(id(t.obj), len(self._slots))
+        self.starts = ctx.RawArray("d", [math.nan] * max(1, len(self._slots)))
+        self.copies = ctx.RawArray("b", [1] * max(1, len(self._slots)))  # copies may still help (_pick_again)
         self.procs: list = []
         self.by_wid: dict = {}  # worker id -> (process, conn)
         self.conns: dict = {}  # conn -> worker id
@@ -261,6 +318,10 @@ class Pool:
         self.outcomes: dict = {}  # task index -> Outcome (last run)
         self.stopped_at: float | None = None
         self.asked = False  # the parent set the stop flag (else a component did)
+
+    def slot(self, obj) -> int:
+        """The component's slot in :attr:`starts`."""
+        return self._slots[id(obj)]
 
     def start(self) -> None:
         for wid in range(self.workers):
@@ -290,8 +351,8 @@ class Pool:
             proc.join(1.0)
             self._drain(conn)
             self._closed(conn)
-            self.busy[wid] = 0
             self.wants[idx] = 0
+            self.inside[idx] = max(0, self.inside[idx] - 1)
             self.running.pop(wid, None)
             self.ledger.add_report(SourceReport(name, tkind, "stopped", seconds=t - t0,
                                                 note="killed at its deadline (worker restarted)", worker=wid))
