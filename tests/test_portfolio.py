@@ -515,8 +515,11 @@ class _SlowPlan(Heuristic):
     name = "slow_plan"
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits"})
 
+    def __init__(self, delay=0.5):
+        self.delay = delay
+
     def run(self, problem, *, seed=0):
-        time.sleep(0.5)
+        time.sleep(self.delay)
         return LifetimeSplit().run(problem)
 
 
@@ -532,9 +535,20 @@ class _WarmOnly(Formulation):
         return FormulationResult("feasible", incumbent, simulate(problem, incumbent).total_time)
 
 
-def test_a_formulation_that_started_cold_and_found_nothing_runs_again_from_a_plan():
+def test_a_formulation_waits_briefly_for_the_first_plan_to_start_warm():
+    from hybrid_remat.portfolio.workers import PLAN_WAIT_S
+
     p = tight(seed=7)
-    r = anytime_solve(p, 20, workers=2, heuristics=[_SlowPlan()], bounds=[], improvers=[],
+    r = anytime_solve(p, 20, workers=2, heuristics=[_SlowPlan(0.3 * PLAN_WAIT_S)], bounds=[], improvers=[],
+                      formulations=[_WarmOnly()], warm=False)
+    assert [x.status for x in r.report if x.source == "warm_only"] == ["feasible"]
+
+
+def test_a_formulation_that_started_cold_and_found_nothing_runs_again_from_a_plan():
+    from hybrid_remat.portfolio.workers import PLAN_WAIT_S
+
+    p = tight(seed=7)
+    r = anytime_solve(p, 20, workers=2, heuristics=[_SlowPlan(1.5 * PLAN_WAIT_S)], bounds=[], improvers=[],
                       formulations=[_WarmOnly()], warm=False)
     rows = [x for x in r.report if x.source == "warm_only"]
     assert [x.status for x in rows] == ["no_solution", "feasible"], rows

@@ -134,6 +134,18 @@ class RunResult:
         return out
 
 
+
+# SCIPinterruptSolve may be called from the problem to the presolved stage and while solving, not
+# in between (INITSOLVE: a warm start found while the solve starts); later events interrupt then
+_INTERRUPTIBLE = frozenset(range(1, 8)) | {9}
+
+
+def _interrupt(m) -> None:
+    """Ask SCIP to stop where its stage allows it (else the next event does)."""
+    if m.getStage() in _INTERRUPTIBLE:
+        m.interruptSolve()
+
+
 def run(model, *, limits=None, on_solution: Callable | None = None, on_dual: Callable | None = None) -> RunResult:
     """Solve ``model`` within ``limits``, reporting as it goes.
 
@@ -177,12 +189,12 @@ def run(model, *, limits=None, on_solution: Callable | None = None, on_dual: Cal
                     on_dual(db)
             if stop.is_set() or we_stopped.is_set() or time.perf_counter() > deadline:
                 we_stopped.set()
-                m.interruptSolve()
+                _interrupt(m)
         except Exception as e:  # never let a callback error escape into SCIP
             errors.append(repr(e))
             we_stopped.set()
             with contextlib.suppress(Exception):
-                m.interruptSolve()
+                _interrupt(m)
 
     holder = _event_holder(model)
     holder[0] = on_event
