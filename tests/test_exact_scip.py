@@ -210,3 +210,26 @@ def test_ctrl_c_during_a_solve_is_passed_on_after_the_plans():
     out = subprocess.run([sys.executable, "-c", _SIGINT_SCRIPT], capture_output=True, text=True, timeout=120,
                          cwd=root, env={**os.environ, "PYTHONPATH": root})
     assert out.returncode == 0 and "interrupted" in out.stdout, out.stdout + out.stderr
+
+
+def test_scip_is_interrupted_only_in_stages_that_allow_it():
+    from hybrid_remat.exact._scip.solve import _interrupt
+
+    class _Model:
+        calls = 0
+
+        def __init__(self, stage):
+            self.stage = stage
+
+        def getStage(self):
+            return self.stage
+
+        def interruptSolve(self):
+            if self.stage == 8:  # INITSOLVE: SCIP answers with an error (and prints it)
+                raise RuntimeError("cannot call method <SCIPinterruptSolve> in init solve stage")
+            _Model.calls += 1
+
+    _interrupt(_Model(8))  # a warm start found while the solve starts: left to the next event
+    _interrupt(_Model(9))  # solving
+    _interrupt(_Model(5))  # presolving
+    assert _Model.calls == 2
