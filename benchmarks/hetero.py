@@ -236,10 +236,19 @@ def _stats(values):
     return f"median {statistics.median(v):.2f}, max {max(v):.2f} (n={len(v)})"
 
 
+def _argv() -> str:
+    """The options this run was given (for the tables' headings)."""
+    import shlex
+    import sys
+
+    return "".join(" " + shlex.quote(a) for a in sys.argv[1:])
+
+
 def summary(rows, args, total_wall) -> str:
     """The per-pair gains over the best single device, against XEngine's figures."""
     out = ["# CPU+GPU planning: gains per hardware pair\n",
-           f"Written by `python -m benchmarks.hetero{' --quick' if args.quick else ''}` "
+           f"Written by `python -m benchmarks.hetero{_argv()}` (MILP limit {args.exact_limit:g} s up to "
+           f"{args.large_n} nodes, {args.exact_limit_large:g} s above) "
            f"(total wall {total_wall:.0f} s on the shared 2-core machine). Graphs: "
            f"{', '.join(sorted({r['graph'] for r in rows}))}; GPU budgets "
            f"{', '.join(str(b) for b in sorted({r['budget_pct'] for r in rows}, reverse=True))} % of the GPU "
