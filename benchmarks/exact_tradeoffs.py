@@ -107,7 +107,9 @@ def main(argv=None):
     for r in rows:
         lines.append(
             f"| {r['instance']} | {r['n']} | {r['stage_size']} | {r['cap']} | {r['status']} | {fmt(r['tdi_pct'])} | "
-            f"{fmt(r['incumbent_tdi_pct'])} | {fmt(r['model_bound_tdi_pct'])} | {r['seconds']:.1f} | {r['vars']} | "
+            f"{fmt(r['incumbent_tdi_pct'])} | "
+            f"{'inf (class empty)' if r['status'] == 'infeasible' else fmt(r['model_bound_tdi_pct'])} | "
+            f"{r['seconds']:.1f} | {r['vars']} | "
             f"{r['rows']} | {r['nodes']} |"
         )
     write_results(out, markdown="\n".join(lines) + "\n")
