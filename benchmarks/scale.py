@@ -149,10 +149,23 @@ def run_lns(p, seconds: float) -> dict:
     out = {"heur_tdi": (best_t - base) / base * 100 if best is not None else None, "heur_s": heur_s}
     if best is None:
         return out
+    from hybrid_remat.limits import Limits
+    from hybrid_remat.portfolio.calls import call_improver
+
     t0 = time.perf_counter()
-    r = plugins.formulations()["lns"].solve(p, incumbent=best, time_limit=seconds)
-    sim = simulate(p, r.plan) if r.plan is not None else None
-    out.update(lns_s=time.perf_counter() - t0, lns_tdi=sim.tdi_pct if sim is not None and sim.valid else None)
+    found = [best]
+
+    def on_incumbent(plan, source=None):
+        found.append(plan)
+        return simulate(p, plan), True
+
+    last = call_improver(plugins.improvers()["lns"], p, best, limits=Limits.seconds(seconds),
+                         on_incumbent=on_incumbent)
+    if last is not None:
+        found.append(last)
+    sims = [s for s in (simulate(p, plan) for plan in found) if s.valid]
+    lns_tdi = min(s.tdi_pct for s in sims) if sims else None
+    out.update(lns_s=time.perf_counter() - t0, lns_tdi=lns_tdi)
     return out
 
 
