@@ -256,15 +256,21 @@ def write_md(path: pathlib.Path, rows: list[dict], meta: dict) -> None:
         lines.append(f"| {comp} | {kind} | {bud} | " + " | ".join(_fmt_t(by_l.get(L)) for L in layers)
                      + f" | {ks} | " + " / ".join(_fmt_plan(by_l.get(L)) for L in layers) + " |")
     steep = sorted({comp for (comp, _), (k, _) in exps.items() if not math.isnan(k) and k > 1.3})
+    # a timed-out fit is only a lower bound: at most 1.3 says nothing about being near-linear
+    unsettled = sorted({comp for (comp, _), (k, low) in exps.items() if low and not math.isnan(k) and k <= 1.3}
+                       - set(steep))
     near = sorted({comp for (comp, _), (k, _) in exps.items() if not math.isnan(k) and k <= 1.3}
-                  - set(steep) - {c.replace(" (uncapped)", "") for c in steep})  # a capped twin is flat by its cap
+                  - set(steep) - set(unsettled)
+                  - {c.replace(" (uncapped)", "") for c in steep})  # a capped twin is flat by its cap
     honours = {r["component"]: r.get("honours_limits", _honours(r["component"])) for r in rows}
     gated = [c for c in steep if honours.get(c)]
     ungated = [c for c in steep if not honours.get(c)]
     lines += ["", f"Near-linear (exponent at most 1.3 at every budget): {', '.join(near) or '-'}.  ",
               f"Super-linear (exponent above 1.3 at some budget), gated by their work budgets and deadlines "
               f"(`honours_limits`): {', '.join(gated) or '-'}.  ",
-              f"Super-linear and not declaring `honours_limits`: {', '.join(ungated) or '-'}."]
+              f"Super-linear and not declaring `honours_limits`: {', '.join(ungated) or '-'}.  ",
+              f"Not settled (timed out at the largest size, the exponent is only a lower bound): "
+              f"{', '.join(unsettled) or '-'}."]
     if limited:
         big = max(r["n"] for r in limited)
         lim = limited[0]["limit_s"]
