@@ -535,59 +535,51 @@ class _WarmOnly(Formulation):
         return FormulationResult("feasible", incumbent, simulate(problem, incumbent).total_time)
 
 
+def _two_workers_after_a_slow_plan(delay=0.5, *, improvers=(), formulations=()):
+    """A 2-worker solve whose only heuristic gives its plan after ``delay`` s (the other worker starts cold)."""
+    p = tight(seed=7)
+    return p, anytime_solve(p, 20, workers=2, heuristics=[_SlowPlan(delay)], bounds=[], improvers=list(improvers),
+                            formulations=list(formulations), warm=False)
+
+
 def test_a_formulation_waits_briefly_for_the_first_plan_to_start_warm():
     from hybrid_remat.portfolio.workers import PLAN_WAIT_S
 
-    p = tight(seed=7)
-    r = anytime_solve(p, 20, workers=2, heuristics=[_SlowPlan(0.3 * PLAN_WAIT_S)], bounds=[], improvers=[],
-                      formulations=[_WarmOnly()], warm=False)
+    _, r = _two_workers_after_a_slow_plan(0.3 * PLAN_WAIT_S, formulations=[_WarmOnly()])
     assert [x.status for x in r.report if x.source == "warm_only"] == ["feasible"]
 
 
 def test_a_formulation_that_started_cold_and_found_nothing_runs_again_from_a_plan():
     from hybrid_remat.portfolio.workers import PLAN_WAIT_S
 
-    p = tight(seed=7)
-    r = anytime_solve(p, 20, workers=2, heuristics=[_SlowPlan(1.5 * PLAN_WAIT_S)], bounds=[], improvers=[],
-                      formulations=[_WarmOnly()], warm=False)
+    p, r = _two_workers_after_a_slow_plan(1.5 * PLAN_WAIT_S, formulations=[_WarmOnly()])
     rows = [x for x in r.report if x.source == "warm_only"]
     assert [x.status for x in rows] == ["no_solution", "feasible"], rows
     assert rows[1].note.startswith("round 2") and simulate(p, r.plan).valid
 
 
-class _SlowDeterministic(Improver):
-    name = "slow_det"
-    capabilities = frozenset({"dag", "chain", "single_device", "honours_limits", "deterministic"})
+class _Idle(Improver):
+    """Sleeps ``seconds`` and improves nothing."""
+
+    def __init__(self, name, seconds, caps):
+        self.name, self.seconds = name, seconds
+        self.capabilities = frozenset({"dag", "chain", "single_device", "honours_limits", *caps})
 
     def improve(self, problem, plan, *, seed=0, limits=None, **kw):
-        time.sleep(0.3)
+        time.sleep(self.seconds)
         return None
 
 
 def test_idle_workers_never_run_one_deterministic_improver_from_the_same_start_at_once():
-    p = tight(seed=7)
-    r = anytime_solve(p, 20, workers=2, heuristics=[_SlowPlan()], bounds=[], improvers=[_SlowDeterministic()],
-                      formulations=[], warm=False)
+    _, r = _two_workers_after_a_slow_plan(improvers=[_Idle("slow_det", 0.3, {"deterministic"})])
     rows = [x.status for x in r.report if x.source == "slow_det"]
     # skipped at first (no plan yet), then run once from the plan: never twice from the same start
     assert rows.count("no_change") == 1, [(x.source, x.status, x.worker, x.note) for x in r.report]
 
 
-class _QuickSharer(Improver):
-    """Shares the incumbent (so copies of it are admitted) but ends at once."""
-
-    name = "quick_sharer"
-    capabilities = frozenset({"dag", "chain", "single_device", "honours_limits", "shares_incumbent"})
-
-    def improve(self, problem, plan, *, seed=0, limits=None, **kw):
-        time.sleep(0.05)
-        return None
-
-
 def test_copies_of_an_improver_that_ends_early_stop_instead_of_spinning():
-    p = tight(seed=7)
-    r = anytime_solve(p, 20, workers=2, heuristics=[_SlowPlan()], bounds=[], improvers=[_QuickSharer()],
-                      formulations=[], warm=False)
+    # it shares the incumbent, so copies of it are admitted, but it ends at once
+    _, r = _two_workers_after_a_slow_plan(improvers=[_Idle("quick_sharer", 0.05, {"shares_incumbent"})])
     runs = [x for x in r.report if x.source == "quick_sharer" and x.status != "skipped"]
     assert 1 <= len(runs) <= 6, [(x.status, x.worker, x.note) for x in r.report if x.source == "quick_sharer"]
 

@@ -64,7 +64,8 @@ __all__ = ["Pool", "SharedIncumbent", "PipeSink", "fork_context", "GRACE_S"]
 
 #: seconds between the stop flag and killing a worker
 GRACE_S = 0.3
-PLAN_WAIT_S = 1.0  # the longest a formulation waits for the heuristics' first plan (_await_first_plan)
+#: the longest a formulation waits for the heuristics' first plan (:func:`_await_first_plan`)
+PLAN_WAIT_S = 1.0
 
 
 def fork_context():
@@ -212,7 +213,8 @@ def _pick_again(pool, wid: int, rounds: int):
             cands = [i for i in range(n) if wants[i] == 1 and id(pool.tasks[i].obj) not in busy]
         copy = not cands
         if copy:
-            cands = [i for i in range(n) if running[i] > 0 and pool.copies[pool.slot(pool.tasks[i].obj)] and _copyable(pool.tasks[i])]
+            cands = [i for i in range(n)
+                     if running[i] > 0 and pool.copies[pool.slot(pool.tasks[i].obj)] and _copyable(pool.tasks[i])]
         if not cands:
             return None, 0, False
         idx = cands[(wid + rounds) % len(cands)]
