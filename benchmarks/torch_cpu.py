@@ -6,7 +6,10 @@ the traced keep-all peak and at the live peak per-block checkpointing
 measured ("= ckpt", rounded up to 10 KiB); ``torch.compile`` with PT2's default partition, with
 its knapsack solver "dp" at ``activation_memory_budget`` 0.7/0.5/0.3 ("greedy"
 and "ilp" at 0.5), and with :class:`hybrid_remat.torch.CompileSolver` at the
-same budgets (ours: a fraction of the compiled graph's keep-all peak).
+same budgets (ours: a fraction of the compiled graph's keep-all peak).  A
+row of ours reads "refused" where no partition of the compiled graph fits its
+budget: ``CompileSolver`` raises a ``BudgetError`` naming the lowest peak and
+a budget that plans, rather than run over budget.
 
 Columns: held at backward = bytes the step holds when backward starts (saved
 activations, output, loss); live peak = the storages ATen calls allocate,
@@ -159,8 +162,30 @@ class CaseRun:
             if self.late():
                 self.skip(label, pct, nbytes)
                 continue
-            self.add(compiled_method(case, label, backend=args.backend, budget=budget, solver=solver), pct, nbytes,
-                     compiled=True)
+            try:
+                m = compiled_method(case, label, backend=args.backend, budget=budget, solver=solver)
+            except Exception as e:
+                refusal = budget_error_in(e)
+                if refusal is None:
+                    raise
+                # our solver refuses a budget no partition fits (and names one that plans)
+                self.rows.append({"model": self.name, "method": label, "budget_pct": pct, "budget_bytes": nbytes,
+                                  "error": "refused: " + str(refusal).split(": ", 1)[-1]})
+                self.log(f"[{self.name}] {label}: {self.rows[-1]['error']}")
+                continue
+            self.add(m, pct, nbytes, compiled=True)
+
+
+def budget_error_in(exc: BaseException):
+    """The :class:`BudgetError` behind ``exc`` (``torch.compile`` wraps its
+    backend's errors), or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, BudgetError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def run_case(name, args, device, log) -> list[dict]:

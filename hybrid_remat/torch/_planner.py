@@ -452,11 +452,17 @@ def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: b
         lows += list(ev_r.seen.values())
         if best_r is not None:
             found.append(best_r)
+            # every module of the best plan's pool checkpointed (what a user writes by hand, e.g. every
+            # block): verification measures it beside the best, so that the plan kept is never slower
+            pool = best_r.family.split("+")[0].rsplit(":", 1)[0]
+            whole = next((c for c in ev_r.seen.values() if c.family == f"{pool}:all"), None)
+            if whole is not None and whole is not best_r and ev_r.fits(whole):
+                found.append(whole)
             # runners-up of other families: verification measures them too (predictions miss by some %)
-            seen_fams = {best_r.family.split("+")[0].rsplit(":", 1)[0]}
+            seen_fams = {pool}
             for c in sorted((c for c in ev_r.seen.values() if ev_r.fits(c)), key=lambda c: (c.step_s, c.peak)):
                 fam = c.family.split("+")[0].rsplit(":", 1)[0]
-                if len(found) >= 3 or c is best_r or fam in seen_fams:
+                if len(found) >= 4 or c is best_r or fam in seen_fams:
                     continue
                 seen_fams.add(fam)
                 found.append(c)

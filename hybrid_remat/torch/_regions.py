@@ -8,9 +8,11 @@ replayed as one batch when backward first needs one of them (up to the last
 saved tensor: checkpoint's early stop).  A region may also keep the outputs
 of some ATen ops (``save_ops``, e.g. convolutions and matmuls) through a
 selective-checkpoint context (``create_selective_checkpoint_contexts``), so
-that its replay skips them.  Replays restore the region's buffers afterwards
-(batch-norm running statistics are updated once, as in plain training) and
-the RNG state (dropout masks are reproduced).
+that its replay skips them.  Replays leave the model's state as the forward
+left it: batch norms replay with momentum 0 (running statistics updated
+once, as in plain training, at no copy), other
+buffers the forward updated are restored; and the RNG state is replayed
+(dropout masks are reproduced).
 
 :class:`RegionModel` reads the module calls and the saved tensors recorded by
 :func:`~hybrid_remat.torch.trace` and turns a region plan into the keep set
@@ -279,18 +281,34 @@ def plan_with_holds(graph: Graph, order, holds: dict, device: str, meta: dict | 
 
 
 # ------------------------------------------------------------------ runtime
-class _Replay:
-    """Recompute context of one region: the selective-checkpoint context
-    (when any) and the region's buffers restored on exit."""
+def _batch_norms(mod: torch.nn.Module) -> list:
+    """Batch-norm modules under ``mod`` that update running statistics."""
+    from torch.nn.modules.batchnorm import _BatchNorm
 
-    def __init__(self, inner, buffers):
+    return [m for m in mod.modules() if isinstance(m, _BatchNorm) and m.track_running_stats]
+
+
+def _state_buffers(mod: torch.nn.Module, norms) -> list:
+    """Buffers under ``mod`` a forward may update, other than the batch
+    norms' (those are handled without copies, see :class:`_Replay`)."""
+    skip = {id(b) for m in norms for b in m.buffers(recurse=False)}
+    return [b for b in mod.buffers() if id(b) not in skip
+            and (b.dtype.is_floating_point or b.dtype in (torch.int64, torch.int32))]
+
+
+class _Forward:
+    """Forward context of one checkpointed call: notes which of the
+    region's buffers the call updates (their version counters move), so
+    that the replay restores only those."""
+
+    def __init__(self, inner, buffers, state: dict):
         self.inner = inner
         self.buffers = buffers
-        self.saved = None
+        self.state = state
+        self.versions = None
 
     def __enter__(self):
-        with torch.no_grad():
-            self.saved = [b.clone() for b in self.buffers]
+        self.versions = [b._version for b in self.buffers]
         if self.inner is not None:
             self.inner.__enter__()
         return self
@@ -300,10 +318,54 @@ class _Replay:
             if self.inner is not None:
                 self.inner.__exit__(*exc)
         finally:
+            self.state["updated"] = [b for b, v in zip(self.buffers, self.versions, strict=True) if b._version != v]
+        return False
+
+
+class _Replay:
+    """Recompute context of one checkpointed call: the selective-checkpoint
+    context (when any), and the region's state left as the forward left it.
+
+    Batch norms replay with momentum 0 and no batch counter: the same
+    batch-statistics normalisation (and the same saved tensors), running
+    statistics left exactly as they are (``(1 - 0) * r + 0 * m == r``), at
+    no copy and no kernel; any other buffer the forward updated is copied
+    before the replay and restored after it."""
+
+    def __init__(self, inner, norms, state: dict):
+        self.inner = inner
+        self.norms = norms
+        self.state = state
+        self.saved = None
+        self.norm_state = None
+
+    def __enter__(self):
+        updated = self.state.get("updated", ())
+        if updated:
             with torch.no_grad():
-                for b, s in zip(self.buffers, self.saved, strict=True):
-                    b.copy_(s)
-            self.saved = None
+                self.saved = [b.clone() for b in updated]
+        self.norm_state = [(m.momentum, m.num_batches_tracked) for m in self.norms]
+        for m in self.norms:
+            m.momentum = 0.0
+            m.num_batches_tracked = None
+        if self.inner is not None:
+            self.inner.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            if self.inner is not None:
+                self.inner.__exit__(*exc)
+        finally:
+            for m, (momentum, count) in zip(self.norms, self.norm_state, strict=True):
+                m.momentum = momentum
+                m.num_batches_tracked = count
+            self.norm_state = None
+            if self.saved is not None:
+                with torch.no_grad():
+                    for b, s in zip(self.state["updated"], self.saved, strict=True):
+                        b.copy_(s)
+                self.saved = None
         return False
 
 
@@ -313,14 +375,15 @@ def _policy(save_ops, ctx, op, *args, **kwargs):
     return CheckpointPolicy.MUST_SAVE if op in save_ops else CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def _contexts(save_ops, buffers):
+def _contexts(save_ops, norms, buffers):
     if save_ops:
         from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
         fwd, rec = create_selective_checkpoint_contexts(functools.partial(_policy, save_ops))
     else:
-        fwd, rec = contextlib.nullcontext(), None
-    return fwd, _Replay(rec, buffers)
+        fwd, rec = None, None
+    state: dict = {}
+    return _Forward(fwd, buffers, state), _Replay(rec, norms, state)
 
 
 class RegionRunner:
@@ -338,15 +401,15 @@ class RegionRunner:
             except AttributeError:
                 raise HybridRematError(f"the model has no module {r.path!r} (the plan was made for another model)") from None
             save = frozenset(op_overload(name) for name in r.save_ops)
-            buffers = [b for b in mod.buffers() if b.dtype.is_floating_point or b.dtype in (torch.int64, torch.int32)]
-            self.targets.append((mod, save, buffers))
+            norms = _batch_norms(mod)
+            self.targets.append((mod, save, norms, _state_buffers(mod, norms)))
 
     @staticmethod
-    def _wrap(mod, save, buffers):
+    def _wrap(mod, save, norms, buffers):
         from torch.utils.checkpoint import checkpoint
 
         inner = mod.forward
-        context_fn = functools.partial(_contexts, save, buffers)
+        context_fn = functools.partial(_contexts, save, norms, buffers)
 
         def forward(*args, **kwargs):
             if not torch.is_grad_enabled():
@@ -359,10 +422,10 @@ class RegionRunner:
     def installed(self):
         patched = []
         try:
-            for mod, save, buffers in self.targets:
+            for mod, save, norms, buffers in self.targets:
                 had = "forward" in mod.__dict__
                 patched.append((mod, had, mod.__dict__.get("forward")))
-                mod.forward = self._wrap(mod, save, buffers)
+                mod.forward = self._wrap(mod, save, norms, buffers)
             yield self
         finally:
             for mod, had, old in reversed(patched):

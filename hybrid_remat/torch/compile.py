@@ -32,6 +32,7 @@ folds the solver's source and settings into the compile cache key.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 import warnings
@@ -40,7 +41,7 @@ import numpy as np
 from torch._inductor.custom_graph_pass import CustomKnapsackSolver, CustomPartitionerFn, get_hash_for_files
 
 from ..budgets import keep_all_peak
-from ..errors import HybridRematError
+from ..errors import BudgetError, HybridRematError
 from ..problem import Device, Problem
 from ..simulate import simulate
 from ._joint import joint_to_graph
@@ -68,6 +69,13 @@ class CompileSolver(CustomKnapsackSolver):
     use_solvers : bool
         Also map the plan of ``anytime_solve`` (costs time, may find plans
         the orders miss).
+    over_budget : {"raise", "warn"}
+        When no partition's simulated peak fits ``budget`` (the min-cut
+        saves more than the budget whatever the knapsack answers):
+        ``"raise"`` (default) a :class:`~hybrid_remat.errors.BudgetError`
+        that names the lowest peak and a budget that plans (``torch.compile``
+        reports it as the backend's failure); ``"warn"``: warn and use the
+        partition of lowest peak.
 
     Attributes
     ----------
@@ -85,7 +93,9 @@ class CompileSolver(CustomKnapsackSolver):
     True
     """
 
-    def __init__(self, budget, time_limit: float = 5.0, *, use_solvers: bool = False):
+    def __init__(self, budget, time_limit: float = 5.0, *, use_solvers: bool = False, over_budget: str = "raise"):
+        if over_budget not in ("raise", "warn"):
+            raise HybridRematError(f"over_budget must be 'raise' or 'warn', not {over_budget!r}")
         if budget is None or isinstance(budget, bool):
             raise HybridRematError("CompileSolver needs a budget: a fraction (0.5), '50%', '2GiB' or bytes")
         if isinstance(budget, (int, float)) and budget <= 0:
@@ -93,10 +103,11 @@ class CompileSolver(CustomKnapsackSolver):
         self.budget = budget
         self.time_limit = float(time_limit)
         self.use_solvers = bool(use_solvers)
+        self.over_budget = over_budget
         self.reports: list[dict] = []
 
     def uuid(self):
-        return get_hash_for_files(_SOURCES, f"{self.budget!r}|{self.time_limit}|{self.use_solvers}")
+        return get_hash_for_files(_SOURCES, f"{self.budget!r}|{self.time_limit}|{self.use_solvers}|{self.over_budget}")
 
     def __repr__(self) -> str:
         return f"CompileSolver(budget={self.budget!r}, time_limit={self.time_limit})"
@@ -182,11 +193,18 @@ class CompileSolver(CustomKnapsackSolver):
         if time.perf_counter() < t_end:
             _, _, ev = search_keep_set(problem, time_limit=max(0.0, (t_end - time.perf_counter()) / 2),
                                        use_solvers=self.use_solvers)
-            for c in sorted((c for c in ev.seen.values() if c.peak <= nbytes), key=lambda c: c.step_s)[:4]:
+            fitting = sorted((c for c in ev.seen.values() if c.peak <= nbytes), key=lambda c: c.step_s)[:4]
+            for c in fitting or sorted(ev.seen.values(), key=lambda c: c.peak)[:4]:
                 if time.perf_counter() > t_end:
                     break
                 cands[f"keep-set:{c.family}"] = frozenset(i for i, o in enumerate(owner)
                                                           if o is not None and o < jg.n_forward and not c.keep[o])
+        if best_k is None and time.perf_counter() < t_end:
+            # nothing fits: look for the lowest peak (prefixes of the order, the search's lowest keep sets)
+            for k in sorted({int(round(f * len(order))) for f in np.linspace(0.0, 1.0, 17)} - {0, len(order)}):
+                if time.perf_counter() > t_end:
+                    break
+                cands[f"prefix:{k}"] = frozenset(order[:k])
         scored = []
         for fam, r in cands.items():
             if fam in ("none", "all") or time.perf_counter() < t_end:
@@ -211,11 +229,17 @@ class CompileSolver(CustomKnapsackSolver):
             "n_recompute": n_rec, "fits": not over, "family": fam, "evaluations": len(cache),
         }
         if over:
-            warnings.warn(
-                f"hybrid_remat CompileSolver: no partition of this graph fits {nbytes} B (the lowest simulated peak "
-                f"is {int(peak)} B, {100.0 * peak / max(1, keep_all_peak(g)):.0f}% of keep-all); using it",
-                RuntimeWarning, stacklevel=3,
-            )
+            kap = max(1, keep_all_peak(g))
+            fraction = math.ceil(1000.0 * peak / kap) / 1000.0  # a budget that plans: the lowest peak fits it
+            what = (f"no partition of this compiled graph ({g.n} nodes) fits {nbytes} B: the lowest simulated peak found is "
+                    f"{int(peak)} B, {100.0 * peak / kap:.1f}% of its keep-all peak {kap} B")
+            if self.over_budget == "raise":
+                err = BudgetError(f"hybrid_remat CompileSolver: {what}; budget={fraction:g} plans "
+                                  "(or CompileSolver(..., over_budget='warn') to use that partition)")
+                report.update(error=str(err), seconds=time.perf_counter() - (t_end - self.time_limit))
+                self.reports.append(report)
+                raise err
+            warnings.warn(f"hybrid_remat CompileSolver: {what}; using it", RuntimeWarning, stacklevel=3)
         return sorted(best), report
 
 
