@@ -177,10 +177,12 @@ def compiled_method(case, label: str, *, backend: str, budget=None, solver=None)
     if solver is not None:
         patch["activation_memory_budget_solver"] = solver
         patch["activation_memory_budget"] = budget if budget is not None else 1e-4
+    # no compile caches: every variant partitions (and is recorded) and its compile time is its own
+    patch.update(enable_autograd_cache=False)
     if backend == "inductor":
         from torch._inductor import config as iconfig
 
-        ctx = iconfig.patch(custom_partitioner_fn=rec)
+        ctx = iconfig.patch(custom_partitioner_fn=rec, fx_graph_cache=False)
         compiled = torch.compile(model)
     else:
         ctx = contextlib.nullcontext()
