@@ -231,10 +231,11 @@ class CompileSolver(CustomKnapsackSolver):
         if over:
             kap = max(1, keep_all_peak(g))
             fraction = math.ceil(1000.0 * peak / kap) / 1000.0  # a budget that plans: the lowest peak fits it
+            hint = repr(fraction) if fraction <= 1.0 else str(int(peak))  # a float is a fraction, an int bytes
             what = (f"no partition of this compiled graph ({g.n} nodes) fits {nbytes} B: the lowest simulated peak found is "
                     f"{int(peak)} B, {100.0 * peak / kap:.1f}% of its keep-all peak {kap} B")
             if self.over_budget == "raise":
-                err = BudgetError(f"hybrid_remat CompileSolver: {what}; budget={fraction:g} plans "
+                err = BudgetError(f"hybrid_remat CompileSolver: {what}; budget={hint} plans "
                                   "(or CompileSolver(..., over_budget='warn') to use that partition)")
                 report.update(error=str(err), seconds=time.perf_counter() - (t_end - self.time_limit))
                 self.reports.append(report)
