@@ -296,19 +296,21 @@ def _state_buffers(mod: torch.nn.Module, norms) -> list:
             and (b.dtype.is_floating_point or b.dtype in (torch.int64, torch.int32))]
 
 
-class _Forward:
-    """Forward context of one checkpointed call: notes which of the
-    region's buffers the call updates (their version counters move), so
-    that the replay restores only those."""
+class _AroundInner:
+    """A context run around an optional inner one (the selective-checkpoint
+    context of a region): ``_before`` on entry, ``_after`` on exit, always."""
 
-    def __init__(self, inner, buffers, state: dict):
+    def __init__(self, inner):
         self.inner = inner
-        self.buffers = buffers
-        self.state = state
-        self.versions = None
+
+    def _before(self):
+        pass
+
+    def _after(self):
+        pass
 
     def __enter__(self):
-        self.versions = [b._version for b in self.buffers]
+        self._before()
         if self.inner is not None:
             self.inner.__enter__()
         return self
@@ -318,11 +320,29 @@ class _Forward:
             if self.inner is not None:
                 self.inner.__exit__(*exc)
         finally:
-            self.state["updated"] = [b for b, v in zip(self.buffers, self.versions, strict=True) if b._version != v]
+            self._after()
         return False
 
 
-class _Replay:
+class _Forward(_AroundInner):
+    """Forward context of one checkpointed call: notes which of the
+    region's buffers the call updates (their version counters move), so
+    that the replay restores only those."""
+
+    def __init__(self, inner, buffers, state: dict):
+        super().__init__(inner)
+        self.buffers = buffers
+        self.state = state
+        self.versions = None
+
+    def _before(self):
+        self.versions = [b._version for b in self.buffers]
+
+    def _after(self):
+        self.state["updated"] = [b for b, v in zip(self.buffers, self.versions, strict=True) if b._version != v]
+
+
+class _Replay(_AroundInner):
     """Recompute context of one checkpointed call: the selective-checkpoint
     context (when any), and the region's state left as the forward left it.
 
@@ -333,13 +353,13 @@ class _Replay:
     before the replay and restored after it."""
 
     def __init__(self, inner, norms, state: dict):
-        self.inner = inner
+        super().__init__(inner)
         self.norms = norms
         self.state = state
         self.saved = None
         self.norm_state = None
 
-    def __enter__(self):
+    def _before(self):
         updated = self.state.get("updated", ())
         if updated:
             with torch.no_grad():
@@ -348,25 +368,17 @@ class _Replay:
         for m in self.norms:
             m.momentum = 0.0
             m.num_batches_tracked = None
-        if self.inner is not None:
-            self.inner.__enter__()
-        return self
 
-    def __exit__(self, *exc):
-        try:
-            if self.inner is not None:
-                self.inner.__exit__(*exc)
-        finally:
-            for m, (momentum, count) in zip(self.norms, self.norm_state, strict=True):
-                m.momentum = momentum
-                m.num_batches_tracked = count
-            self.norm_state = None
-            if self.saved is not None:
-                with torch.no_grad():
-                    for b, s in zip(self.state["updated"], self.saved, strict=True):
-                        b.copy_(s)
-                self.saved = None
-        return False
+    def _after(self):
+        for m, (momentum, count) in zip(self.norms, self.norm_state, strict=True):
+            m.momentum = momentum
+            m.num_batches_tracked = count
+        self.norm_state = None
+        if self.saved is not None:
+            with torch.no_grad():
+                for b, saved in zip(self.state["updated"], self.saved, strict=True):
+                    b.copy_(saved)
+            self.saved = None
 
 
 def _policy(save_ops, ctx, op, *args, **kwargs):
