@@ -80,20 +80,22 @@ def test_selective_regions_keep_heavy_ops_and_train_like_plain():
 
 
 class _Counted(nn.Module):
-    """A block with batch norms (one with a cumulative average), a buffer its
-    forward updates and one it only reads."""
+    """A block with batch norms (one with a cumulative average; a
+    SyncBatchNorm, whose own forward is not patched), a buffer its forward
+    updates and one it only reads."""
 
     def __init__(self, c):
         super().__init__()
         self.conv = nn.Conv2d(c, c, 3, padding=1)
         self.bn = nn.BatchNorm2d(c)
         self.bn_cum = nn.BatchNorm2d(c, momentum=None)
+        self.sync = nn.SyncBatchNorm(c)  # its own forward: its buffers are copied like any other
         self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
         self.register_buffer("scale", torch.full((c, 1, 1), 0.5))
 
     def forward(self, x):
         self.calls += 1
-        return x + self.scale * torch.relu(self.bn_cum(self.bn(self.conv(x))))
+        return x + self.scale * torch.relu(self.sync(self.bn_cum(self.bn(self.conv(x)))))
 
 
 def test_region_replays_leave_every_buffer_as_one_plain_step_does(monkeypatch):
@@ -121,7 +123,8 @@ def test_region_replays_leave_every_buffer_as_one_plain_step_does(monkeypatch):
         with runner.installed():
             loss = model(x).square().mean()
         loss.backward()
-    assert copied == [1, 1, 1, 1]  # each replay copies only the buffer its forward updated (calls)
+    # each replay copies the region's buffers but the batch norms' (calls, scale, SyncBatchNorm's three)
+    assert copied == [5, 5, 5, 5]
     _same_training(ref, model)
     for (k, a), b in zip(ref.state_dict().items(), model.state_dict().values(), strict=True):
         assert torch.equal(a, b), k  # running statistics and counters exactly as in plain training

@@ -10,9 +10,8 @@ of some ATen ops (``save_ops``, e.g. convolutions and matmuls) through a
 selective-checkpoint context (``create_selective_checkpoint_contexts``), so
 that its replay skips them.  Replays leave the model's state as the forward
 left it: batch norms replay with momentum 0 (running statistics updated
-once, as in plain training, at no copy), other
-buffers the forward updated are restored; and the RNG state is replayed
-(dropout masks are reproduced).
+once, as in plain training, at no copy), the region's other buffers are
+restored, and the RNG state is replayed (dropout masks are reproduced).
 
 :class:`RegionModel` reads the module calls and the saved tensors recorded by
 :func:`~hybrid_remat.torch.trace` and turns a region plan into the keep set
@@ -282,35 +281,51 @@ def plan_with_holds(graph: Graph, order, holds: dict, device: str, meta: dict | 
 
 # ------------------------------------------------------------------ runtime
 def _batch_norms(mod: torch.nn.Module) -> list:
-    """Batch-norm modules under ``mod`` that update running statistics."""
+    """Batch-norm modules under ``mod`` that update running statistics with
+    PyTorch's own ``forward`` (BatchNorm1d/2d/3d: it reads ``momentum`` and
+    skips a ``None`` batch counter; others, e.g. ``SyncBatchNorm``, have
+    their buffers copied like any other)."""
     from torch.nn.modules.batchnorm import _BatchNorm
 
-    return [m for m in mod.modules() if isinstance(m, _BatchNorm) and m.track_running_stats]
+    return [m for m in mod.modules()
+            if isinstance(m, _BatchNorm) and m.track_running_stats and type(m).forward is _BatchNorm.forward]
 
 
 def _state_buffers(mod: torch.nn.Module, norms) -> list:
-    """Buffers under ``mod`` a forward may update, other than the batch
-    norms' (those are handled without copies, see :class:`_Replay`)."""
+    """Buffers under ``mod`` other than those of ``norms`` (handled without
+    copies, see :class:`_Replay`).  All are copied around a replay: a
+    forward may update a buffer without moving its version counter (ATen
+    ops that write into ``Tensor?`` arguments, as batch norm does)."""
     skip = {id(b) for m in norms for b in m.buffers(recurse=False)}
     return [b for b in mod.buffers() if id(b) not in skip
             and (b.dtype.is_floating_point or b.dtype in (torch.int64, torch.int32))]
 
 
-class _AroundInner:
-    """A context run around an optional inner one (the selective-checkpoint
-    context of a region): ``_before`` on entry, ``_after`` on exit, always."""
+class _Replay:
+    """Recompute context of one region: the selective-checkpoint context
+    (when any), and the model's state left as the forward left it.
 
-    def __init__(self, inner):
+    Batch norms replay with momentum 0 and no batch counter: the same
+    batch-statistics normalisation (and the same saved tensors), running
+    statistics left exactly as they are (``(1 - 0) * r + 0 * m == r``), at
+    no copy and no kernel; the region's other buffers are copied before the
+    replay and restored after it."""
+
+    def __init__(self, inner, norms, buffers):
         self.inner = inner
-
-    def _before(self):
-        pass
-
-    def _after(self):
-        pass
+        self.norms = norms
+        self.buffers = buffers
+        self.saved = None
+        self.norm_state = None
 
     def __enter__(self):
-        self._before()
+        if self.buffers:
+            with torch.no_grad():
+                self.saved = [b.clone() for b in self.buffers]
+        self.norm_state = [(m.momentum, m.num_batches_tracked) for m in self.norms]
+        for m in self.norms:
+            m.momentum = 0.0
+            m.num_batches_tracked = None
         if self.inner is not None:
             self.inner.__enter__()
         return self
@@ -320,65 +335,16 @@ class _AroundInner:
             if self.inner is not None:
                 self.inner.__exit__(*exc)
         finally:
-            self._after()
+            for m, (momentum, count) in zip(self.norms, self.norm_state, strict=True):
+                m.momentum = momentum
+                m.num_batches_tracked = count
+            self.norm_state = None
+            if self.saved is not None:
+                with torch.no_grad():
+                    for b, saved in zip(self.buffers, self.saved, strict=True):
+                        b.copy_(saved)
+                self.saved = None
         return False
-
-
-class _Forward(_AroundInner):
-    """Forward context of one checkpointed call: notes which of the
-    region's buffers the call updates (their version counters move), so
-    that the replay restores only those."""
-
-    def __init__(self, inner, buffers, state: dict):
-        super().__init__(inner)
-        self.buffers = buffers
-        self.state = state
-        self.versions = None
-
-    def _before(self):
-        self.versions = [b._version for b in self.buffers]
-
-    def _after(self):
-        self.state["updated"] = [b for b, v in zip(self.buffers, self.versions, strict=True) if b._version != v]
-
-
-class _Replay(_AroundInner):
-    """Recompute context of one checkpointed call: the selective-checkpoint
-    context (when any), and the region's state left as the forward left it.
-
-    Batch norms replay with momentum 0 and no batch counter: the same
-    batch-statistics normalisation (and the same saved tensors), running
-    statistics left exactly as they are (``(1 - 0) * r + 0 * m == r``), at
-    no copy and no kernel; any other buffer the forward updated is copied
-    before the replay and restored after it."""
-
-    def __init__(self, inner, norms, state: dict):
-        super().__init__(inner)
-        self.norms = norms
-        self.state = state
-        self.saved = None
-        self.norm_state = None
-
-    def _before(self):
-        updated = self.state.get("updated", ())
-        if updated:
-            with torch.no_grad():
-                self.saved = [b.clone() for b in updated]
-        self.norm_state = [(m.momentum, m.num_batches_tracked) for m in self.norms]
-        for m in self.norms:
-            m.momentum = 0.0
-            m.num_batches_tracked = None
-
-    def _after(self):
-        for m, (momentum, count) in zip(self.norms, self.norm_state, strict=True):
-            m.momentum = momentum
-            m.num_batches_tracked = count
-        self.norm_state = None
-        if self.saved is not None:
-            with torch.no_grad():
-                for b, saved in zip(self.state["updated"], self.saved, strict=True):
-                    b.copy_(saved)
-            self.saved = None
 
 
 def _policy(save_ops, ctx, op, *args, **kwargs):
@@ -393,9 +359,8 @@ def _contexts(save_ops, norms, buffers):
 
         fwd, rec = create_selective_checkpoint_contexts(functools.partial(_policy, save_ops))
     else:
-        fwd, rec = None, None
-    state: dict = {}
-    return _Forward(fwd, buffers, state), _Replay(rec, norms, state)
+        fwd, rec = contextlib.nullcontext(), None
+    return fwd, _Replay(rec, norms, buffers)
 
 
 class RegionRunner:
