@@ -132,6 +132,49 @@ def test_region_replays_leave_every_buffer_as_one_plain_step_does(monkeypatch):
         assert m.bn.momentum == 0.1 and m.bn_cum.momentum is None and m.bn.num_batches_tracked is c
 
 
+def test_checkpoint_runtime_cost_counts_calls_and_their_ops():
+    # the checkpoint runtime's modelled cost: per checkpointed call and per forward op of the calls
+    from hybrid_remat.torch._calibrate import Overheads, _region_scale, calibrate
+    from hybrid_remat.torch._planner import _problem
+    from hybrid_remat.torch._region_search import RegionEvaluator, checkpoint_pools
+    from hybrid_remat.torch._regions import Region, RegionModel
+
+    model, x, loss_fn = _gpt()
+    g = hrt.trace(model, x, loss_fn, repeats=1, timed_steps=0)
+    rm = RegionModel(g)
+    pools = checkpoint_pools(rm)
+    paths = max((ps for name, ps in pools.items() if name != "depth0"), key=len)
+    assert len(paths) >= 2
+    oh = Overheads(checkpoint_call_s=1e-3, checkpoint_op_s=1e-5)
+    ev = RegionEvaluator(_problem(g, 1 << 40, oh), rm, oh)
+    calls = [c for c in rm.calls if c[0] in paths]
+    expected = len(calls) * 1e-3 + sum(end - first for _, first, end, _ in calls) * 1e-5
+    regions = [Region(p) for p in paths]
+    assert ev.overhead(regions) == pytest.approx(expected)
+    assert ev(regions, "test").overhead_s == pytest.approx(expected)
+    # measured on the model: every figure finite and >= 0
+    measured = calibrate(model, (x,), loss_fn, {}, g, torch.device("cpu"), steps=1)
+    figures = measured.to_json()
+    assert figures["source"] == "measured"
+    assert all(np.isfinite(v) and v >= 0 for k, v in figures.items() if isinstance(v, float)), figures
+    # a model with no module below itself to checkpoint keeps the tiny functions' figures (scale 1)
+    class Bare(nn.Module):  # no submodule: only the model itself could be checkpointed
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(8, 8))
+
+        def forward(self, t):
+            return torch.tanh(t @ self.w) @ self.w
+
+    lin = Bare()
+    xl = torch.randn(4, 8)
+    gl = hrt.trace(lin, xl, hrt.default_loss, repeats=0, timed_steps=0)
+    fit = Overheads.fitting(gl, 1e-3)
+    scale = _region_scale(lin, (xl,), hrt.default_loss, {}, gl, _problem(gl, 1 << 40, None), fit, 1e-4, 1e-6,
+                          torch.device("cpu"), 1)
+    assert set(checkpoint_pools(RegionModel(gl))) <= {"depth0"} and scale == 1.0
+
+
 def test_verification_measures_the_whole_pool_and_keeps_what_runs_faster(monkeypatch):
     # beside the best region plan, the plan a user writes by hand (every module of the same pool, e.g.
     # every block) is measured; on a GPU (step times repeat within 1 %) a 3 % faster one replaces it

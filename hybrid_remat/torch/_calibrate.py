@@ -43,7 +43,13 @@ class Overheads:
     replay_node_s : float
         Op-replay runtime: Python time per replayed op, beyond the op.
     checkpoint_call_s : float
-        Checkpoint runtime: per checkpointed module call.
+        Checkpoint runtime: per checkpointed module call ...
+    checkpoint_op_s : float
+        ... plus per forward op of a checkpointed call (checkpoint's hooks
+        on its saved tensors, in the forward and the replay).  Their shape
+        comes from tiny checkpointed functions of two sizes, their scale
+        from a checkpointed step of the model itself (CPU work that a GPU
+        hides behind its kernels does not count).
     sac_op_s : float
         Checkpoint runtime: per op of a selective region (forward and replay).
     plain_step_s : float or None
@@ -57,6 +63,7 @@ class Overheads:
     ops_fixed_s: float = 0.0
     replay_node_s: float = 0.0
     checkpoint_call_s: float = 0.0
+    checkpoint_op_s: float = 0.0
     sac_op_s: float = 0.0
     plain_step_s: float | None = None
     source: str = "none"
@@ -90,50 +97,111 @@ def _best_of(fn, repeats: int, device_type: str) -> float:
     return min(times)
 
 
-def micro_overheads(device: torch.device, iters: int = 10) -> tuple[float, float]:
-    """``(checkpoint_call_s, sac_op_s)`` measured on tiny functions (the
-    op work itself subtracted)."""
+def micro_overheads(device: torch.device, iters: int = 10) -> tuple[float, float, float]:
+    """``(checkpoint_call_s, checkpoint_op_s, sac_op_s)`` measured on tiny
+    functions of 8 and 64 ops (the ops themselves and the replayed forward
+    subtracted)."""
     from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
     x = torch.randn(4, 4, device=device, requires_grad=True)
-    n_ops = 16
 
-    def f(t):
-        for _ in range(n_ops // 2):
-            t = torch.sin(t) * 1.0001
-        return t
+    def chain(n_ops):
+        def f(t):
+            for _ in range(n_ops // 2):
+                t = torch.sin(t) * 1.0001
+            return t
 
-    def plain():
-        for _ in range(iters):
-            f(x).sum().backward()
+        return f
 
-    def ck():
+    def extra(n_ops) -> float:
+        """Seconds a checkpointed call of ``n_ops`` ops adds beyond its replayed forward."""
+        f = chain(n_ops)
+
+        def plain():
+            for _ in range(iters):
+                f(x).sum().backward()
+
+        def forward():
+            for _ in range(iters):
+                f(x).sum()
+
+        def ck():
+            for _ in range(iters):
+                checkpoint(f, x, use_reentrant=False).sum().backward()
+
+        plain()
+        ck()
+        t_plain, t_fwd, t_ck = (_best_of(fn, 3, device.type) for fn in (plain, forward, ck))
+        return max(0.0, (t_ck - t_plain - t_fwd) / iters)
+
+    small, large = 8, 64
+    e_small, e_large = extra(small), extra(large)
+    op = max(0.0, (e_large - e_small) / (large - small))
+    call = max(0.0, e_small - small * op)
+    f = chain(16)
+    ctx = functools.partial(create_selective_checkpoint_contexts, [torch.ops.aten.mm.default])
+
+    def ck16():
         for _ in range(iters):
             checkpoint(f, x, use_reentrant=False).sum().backward()
 
-    ctx = functools.partial(create_selective_checkpoint_contexts, [torch.ops.aten.mm.default])
-
-    def sac():
+    def sac16():
         for _ in range(iters):
             checkpoint(f, x, use_reentrant=False, context_fn=ctx).sum().backward()
 
-    plain()
-    t_plain = _best_of(plain, 3, device.type)
-    t_ck = _best_of(ck, 3, device.type)
-    t_sac = _best_of(sac, 3, device.type)
+    sac16()
+    t_ck, t_sac = _best_of(ck16, 3, device.type), _best_of(sac16, 3, device.type)
     x.grad = None
-    # a checkpointed call replays f's forward (about half a plain fwd+bwd)
-    fwd = t_plain / iters / 2
-    ck_call = max(0.0, (t_ck - t_plain) / iters - fwd)
-    sac_op = max(0.0, (t_sac - t_ck) / iters / (2 * n_ops))
-    return ck_call, sac_op
+    sac_op = max(0.0, (t_sac - t_ck) / iters / (2 * 16))
+    return call, op, sac_op
+
+
+def _region_scale(model, inputs, loss_fn, kwargs, graph, problem, fit: Overheads, call_s: float, op_s: float,
+                  device: torch.device, steps: int) -> float:
+    """Measured over modelled cost of the checkpoint runtime on ``model``:
+    every module at the depth whose modules cover the most forward ops
+    (per-block checkpointing) run against a plain step; 1 when the model
+    offers no such modules."""
+    from ..errors import HybridRematError
+    from ..simulate import simulate
+    from ._region_search import checkpoint_pools
+    from ._regions import Region, RegionModel, RegionRunner
+    from ._trace import interleaved_times, run_step
+
+    try:
+        rm = RegionModel(graph)
+    except HybridRematError:
+        return 1.0
+    pools = {name: ps for name, ps in checkpoint_pools(rm).items() if name != "depth0"}  # blocks, not the model
+    if not pools:
+        return 1.0
+    n_nodes = {p: sum(rm.calls[i][2] - rm.calls[i][1] for i in rm.calls_of[p]) for p in rm.calls_of}
+    paths = max(pools.values(), key=lambda ps: sum(n_nodes[p] for p in ps))
+    modelled = sum(len(rm.calls_of[p]) * call_s + n_nodes[p] * op_s for p in paths)
+    if modelled <= 0:
+        return 1.0
+    regions = [Region(p) for p in paths]
+    sim = simulate(problem, rm.plan(regions, problem.primary.name), check_budget=False)
+    kind = graph.cost_kinds[0]
+    replayed = float(sim.total_time - np.sum(graph.cost(kind))) * fit.cost_scale + sim.n_recompute * fit.per_node_s
+    runner = RegionRunner(model, regions)
+
+    def checkpointed():
+        with runner.installed():
+            loss = loss_fn(model(*inputs, **kwargs))
+        loss.backward()
+
+    t_plain, t_ck = (min(ts) for ts in interleaved_times(
+        model, device, [lambda: run_step(model, inputs, loss_fn, kwargs), checkpointed], steps))
+    return min(4.0, max(0.0, (t_ck - t_plain - replayed) / modelled))
 
 
 def calibrate(model, inputs, loss_fn, kwargs, graph, device: torch.device, *, steps: int = 3) -> Overheads:
     """Measure :class:`Overheads` for ``model`` (its gradients, buffers and
     RNG state are restored): a plain step, the op-replay runtime keeping
     everything and dropping everything, run in turn ``steps`` times
-    (fastest of each), and :func:`micro_overheads`."""
+    (fastest of each), :func:`micro_overheads`, and a checkpointed step
+    that scales the latter to the model."""
     from ..problem import Problem
     from ..simulate import simulate
     from ._planner import executable_plan
@@ -155,16 +223,18 @@ def calibrate(model, inputs, loss_fn, kwargs, graph, device: torch.device, *, st
 
     keep_fn, _ = ops_step(np.ones(n_fwd, dtype=bool))
     drop_fn, drop_tp = ops_step(np.zeros(n_fwd, dtype=bool))
+    call_s, op_s, sac_op = micro_overheads(device)
     with preserved_state(model):
         t_plain, t_keep, t_drop = (min(ts) for ts in interleaved_times(
             model, device, [lambda: run_step(model, inputs, loss_fn, kwargs), keep_fn, drop_fn], steps))
-    fit = Overheads.fitting(graph, float(t_plain))
+        fit = Overheads.fitting(graph, float(t_plain))
+        scale = _region_scale(model, inputs, loss_fn, kwargs, graph, problem, fit, call_s, op_s, device, steps)
     n_rec = max(1, drop_tp.predicted.n_recompute)
     replayed = float(drop_tp.predicted.total_time - np.sum(graph.cost(kind))) * fit.cost_scale
     replay_node = max(0.0, (t_drop - t_keep - replayed) / n_rec - fit.per_node_s)
-    ck_call, sac_op = micro_overheads(device)
-    return Overheads(fit.per_node_s, fit.cost_scale, max(0.0, t_keep - t_plain), replay_node, ck_call, sac_op,
-                     float(t_plain), "measured")
+    return Overheads(per_node_s=fit.per_node_s, cost_scale=fit.cost_scale, ops_fixed_s=max(0.0, t_keep - t_plain),
+                     replay_node_s=replay_node, checkpoint_call_s=call_s * scale, checkpoint_op_s=op_s * scale,
+                     sac_op_s=sac_op, plain_step_s=float(t_plain), source="measured")
 
 
 def _device(kind: str):

@@ -25,7 +25,7 @@ import numpy as np
 from ..simulate import simulate
 from ._regions import Region, RegionModel
 
-__all__ = ["search_regions", "RegionEvaluator"]
+__all__ = ["search_regions", "RegionEvaluator", "checkpoint_pools"]
 
 
 class RegionEvaluator:
@@ -45,7 +45,7 @@ class RegionEvaluator:
     def overhead(self, regions) -> float:
         s = 0.0
         for r in regions:
-            s += self.n_calls[r.path] * self.oh.checkpoint_call_s
+            s += self.n_calls[r.path] * self.oh.checkpoint_call_s + self.n_nodes[r.path] * self.oh.checkpoint_op_s
             if r.save_ops:
                 s += 2 * self.n_nodes[r.path] * self.oh.sac_op_s
         return s
@@ -116,6 +116,19 @@ def _disjoint(rm: RegionModel, paths: list) -> list:
     return chosen
 
 
+def checkpoint_pools(rm: RegionModel, paths=None) -> dict:
+    """``{"depthD": paths}``: the checkpointable module paths (of ``paths``,
+    default all) at each depth of the module tree, none nested in another,
+    in order of first call (``"depth1"``... ; the model itself is
+    ``"depth0"``)."""
+    paths = rm.valid_paths() if paths is None else list(paths)
+    first_call = {p: rm.calls[rm.calls_of[p][0]][1] for p in paths}
+    pools: dict[str, list] = {}
+    for p in paths:
+        pools.setdefault(f"depth{_depth(p)}", []).append(p)
+    return {name: _disjoint(rm, sorted(ps, key=lambda p: first_call[p])) for name, ps in pools.items()}
+
+
 def search_regions(problem, rm: RegionModel, overheads, *, t_end: float) -> tuple:
     """``(best candidate or None, every candidate tried, evaluator)``."""
     ev = RegionEvaluator(problem, rm, overheads)
@@ -126,7 +139,7 @@ def search_regions(problem, rm: RegionModel, overheads, *, t_end: float) -> tupl
     for p in rm.valid_paths():
         d, r = _standalone(rm, cost, nbytes, p)
         if d > 0:
-            stats[p] = (d, r + ev.n_calls[p] * overheads.checkpoint_call_s)
+            stats[p] = (d, r + ev.n_calls[p] * overheads.checkpoint_call_s + ev.n_nodes[p] * overheads.checkpoint_op_s)
     tried = []
     if not stats:
         return None, tried, ev
@@ -136,12 +149,9 @@ def search_regions(problem, rm: RegionModel, overheads, *, t_end: float) -> tupl
         d, r = stats[p]
         return d / (r + 1e-9)
 
-    pools: dict[str, list] = {}
-    for p in stats:
-        pools.setdefault(f"depth{_depth(p)}", []).append(p)
-    pools["greedy"] = _disjoint(rm, sorted(stats, key=ratio, reverse=True))
-    for name, paths in list(pools.items()):
-        pools[name] = _disjoint(rm, sorted(paths, key=lambda p: first_call[p]))
+    pools = checkpoint_pools(rm, stats)
+    pools["greedy"] = _disjoint(rm, sorted(_disjoint(rm, sorted(stats, key=ratio, reverse=True)),
+                                           key=lambda p: first_call[p]))
     # the whole model (lowest memory) first: a reference for BudgetError
     if "" in stats:
         tried.append(ev([Region("")], "regions:model"))
