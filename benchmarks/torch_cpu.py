@@ -3,7 +3,7 @@
 Methods: plain training; ``torch.utils.checkpoint`` on every block (as a user
 writes it); our eager runtime (``hrt.plan`` + ``hrt.apply``) at 70/50/30% of
 the traced keep-all peak and at the live peak per-block checkpointing
-measured ("= ckpt", rounded up to 10 KiB); ``torch.compile`` with PT2's default partition, with
+measured ("= ckpt", to the byte); ``torch.compile`` with PT2's default partition, with
 its knapsack solver "dp" at ``activation_memory_budget`` 0.7/0.5/0.3 ("greedy"
 and "ilp" at 0.5), and with :class:`hybrid_remat.torch.CompileSolver` at the
 same budgets (ours: a fraction of the compiled graph's keep-all peak).  A
@@ -125,7 +125,7 @@ class CaseRun:
         self.rows[0]["keep_all_peak_bytes"] = kap
         self.log(f"[{name}] traced {graph.n} nodes in {time.perf_counter() - t0:.1f}s, keep-all peak {_mb(kap)} MB")
         self.budgets = [(f"{b}%", b, int(round(b / 100 * kap))) for b in args.budgets]
-        ck_live = -(-ck_row["aten_live_peak_bytes"] // 10240) * 10240  # equal at the table's resolution (0.01 MB)
+        ck_live = int(ck_row["aten_live_peak_bytes"])  # per-block checkpointing's live peak, to the byte
         calibration = True  # measured once, reused for every budget
         for label, pct, nbytes in [*self.budgets, ("= ckpt", round(100 * ck_live / kap, 1), ck_live)]:
             if self.late():
