@@ -453,7 +453,7 @@ def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: b
         if best_r is not None:
             found.append(best_r)
             # every module of the best plan's pool checkpointed (what a user writes by hand, e.g. every
-            # block): verification measures it beside the best, so that the plan kept is never slower
+            # block): verification measures it beside the best and keeps it when it runs faster
             pool = best_r.family.split("+")[0].rsplit(":", 1)[0]
             whole = next((c for c in ev_r.seen.values() if c.family == f"{pool}:all"), None)
             if whole is not None and whole is not best_r and ev_r.fits(whole):

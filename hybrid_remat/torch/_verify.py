@@ -188,7 +188,7 @@ def _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, us
             fitting = [c for c in cands if c.measured["live_peak_bytes"] <= nbytes]
             if fitting:
                 best = min(fitting, key=lambda c: c.measured["step_s"])
-                noise = 1.01 if device.type == "cuda" else 1.05  # GPU step times repeat within 1 %
+                noise = 1.01 if device.type == "cuda" else 1.05  # GPU step times are steadier than a shared CPU's
                 if cands[0] in fitting and cands[0].measured["step_s"] <= noise * best.measured["step_s"]:
                     best = cands[0]  # within timing noise: the predicted-fastest stays
                 best.alternatives = [c for c in cands if c is not best]
