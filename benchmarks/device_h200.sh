@@ -14,8 +14,10 @@ fi
 nproc; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null
 python3 -c "import numba, numpy, torch, pyscipopt; print('numba', numba.__version__, 'numpy', numpy.__version__, 'torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'pyscipopt', pyscipopt.__version__)"
 # torch alone (SKIP_WORKERS=1) gets the time the GPT-2 compile rows need (about 120 s per compile)
-if [ "${SKIP_WORKERS:-0}" = 1 ]; then TG_S=${TORCH_GPU_S:-540}; TG_MAX=${TORCH_GPU_MAX:-470}
+if [ "${SKIP_WORKERS:-0}" = 1 ]; then TG_S=${TORCH_GPU_S:-480}; TG_MAX=${TORCH_GPU_MAX:-420}
 else TG_S=${TORCH_GPU_S:-280}; TG_MAX=${TORCH_GPU_MAX:-220}; fi
+[ "${SKIP_TORCH:-0}" = 1 ] || \
+  timeout 60 python3 -m benchmarks.torch_checkpoint_call --device cuda --out "$OUT" 2>&1 | tail -4
 [ "${SKIP_TORCH:-0}" = 1 ] || \
   timeout "$TG_S" python3 -m benchmarks.torch_gpu --out "$OUT" --max-seconds "$TG_MAX" 2>&1 | tee "$OUT/torch_gpu.log"
 [ "${SKIP_WORKERS:-0}" = 1 ] || \

@@ -288,7 +288,8 @@ def _batch_norms(mod: torch.nn.Module) -> list:
     from torch.nn.modules.batchnorm import _BatchNorm
 
     return [m for m in mod.modules()
-            if isinstance(m, _BatchNorm) and m.track_running_stats and type(m).forward is _BatchNorm.forward]
+            if isinstance(m, _BatchNorm) and m.track_running_stats and type(m).forward is _BatchNorm.forward
+            and "momentum" in m.__dict__ and "num_batches_tracked" in m._buffers]
 
 
 def _state_buffers(mod: torch.nn.Module, norms) -> list:
@@ -322,10 +323,11 @@ class _Replay:
         if self.buffers:
             with torch.no_grad():
                 self.saved = [b.clone() for b in self.buffers]
-        self.norm_state = [(m.momentum, m.num_batches_tracked) for m in self.norms]
+        # straight into the modules' dicts: nn.Module.__setattr__ costs microseconds per call
+        self.norm_state = [(m.__dict__["momentum"], m._buffers["num_batches_tracked"]) for m in self.norms]
         for m in self.norms:
-            m.momentum = 0.0
-            m.num_batches_tracked = None
+            m.__dict__["momentum"] = 0.0
+            m._buffers["num_batches_tracked"] = None
         if self.inner is not None:
             self.inner.__enter__()
         return self
@@ -336,8 +338,8 @@ class _Replay:
                 self.inner.__exit__(*exc)
         finally:
             for m, (momentum, count) in zip(self.norms, self.norm_state, strict=True):
-                m.momentum = momentum
-                m.num_batches_tracked = count
+                m.__dict__["momentum"] = momentum
+                m._buffers["num_batches_tracked"] = count
             self.norm_state = None
             if self.saved is not None:
                 with torch.no_grad():
