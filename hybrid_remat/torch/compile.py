@@ -231,7 +231,9 @@ class CompileSolver(CustomKnapsackSolver):
         if over:
             kap = max(1, keep_all_peak(g))
             fraction = math.ceil(1000.0 * peak / kap) / 1000.0  # a budget that plans: the lowest peak fits it
-            hint = repr(fraction) if fraction <= 1.0 else str(int(peak))  # a float is a fraction, an int bytes
+            relative = isinstance(self.budget, float) or str(self.budget).strip().endswith("%")
+            # in the user's own terms: a fraction for a fraction or percentage (a float is a fraction), else bytes
+            hint = repr(fraction) if relative and fraction <= 1.0 else str(int(math.ceil(peak)))
             what = (f"no partition of this compiled graph ({g.n} nodes) fits {nbytes} B: the lowest simulated peak found is "
                     f"{int(peak)} B, {100.0 * peak / kap:.1f}% of its keep-all peak {kap} B")
             if self.over_budget == "raise":
