@@ -290,6 +290,10 @@ def _worker_main(wid, pool, conn) -> None:
             out = execute(task, pool.problem, sink, pool.shared, limits=limits, share=share, seed=seed, worker=wid)
             if not copy:  # a copy ran with another seed: its start says nothing of the next run's
                 same_start.record(task, start_value, out)
+            # a task counts as running until its plan is published: a formulation waiting for the first
+            # plan (:func:`_await_first_plan`) must not start cold while that plan is on its way
+            while sink.plan_in_flight() and not pool.stop.is_set():
+                pool.stop.wait(0.005)
             with pool.counter_lock:
                 pool.inside[idx] -= 1
                 if copy and not out.wants_more:
