@@ -170,7 +170,7 @@ class CaseRun:
                     raise
                 # our solver refuses a budget no partition fits (and names one that plans)
                 self.rows.append({"model": self.name, "method": label, "budget_pct": pct, "budget_bytes": nbytes,
-                                  "error": refusal_note(str(refusal)), "refusal": str(refusal)})
+                                  "error": refusal_note(solver.reports[-1]), "refusal": str(refusal)})
                 self.log(f"[{self.name}] {label}: {self.rows[-1]['error']}")
                 continue
             self.add(m, pct, nbytes, compiled=True)
@@ -188,17 +188,12 @@ def budget_error_in(exc: BaseException):
     return None
 
 
-def refusal_note(msg: str) -> str:
-    """A table cell for :class:`hrt.CompileSolver`'s refusal (the full
-    message stays in the JSON rows)."""
-    import re
-
-    low = re.search(r"lowest simulated peak found is \d+ B, ([0-9.]+)% of", msg)
-    hint = re.search(r"budget=([0-9.]+) plans", msg)
-    if not (low and hint):
-        return "refused: " + msg.split(": ", 1)[-1]
-    return (f"refused: no partition fits (lowest simulated peak {low.group(1)}% of the compiled graph's keep-all; "
-            f"budget={hint.group(1)} plans)")
+def refusal_note(report: dict) -> str:
+    """A table cell for :class:`hrt.CompileSolver`'s refusal, from its
+    report (the full message stays in the JSON rows)."""
+    pct = 100.0 * report["predicted_peak_bytes"] / max(1, report["keep_all_peak_bytes"])
+    return (f"refused: no partition fits (lowest simulated peak {pct:.1f}% of the compiled graph's keep-all; "
+            f"budget={report['budget_hint']} plans)")
 
 
 def run_case(name, args, device, log) -> list[dict]:

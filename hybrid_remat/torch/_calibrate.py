@@ -71,6 +71,11 @@ class Overheads:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def checkpoint_s(self, n_calls: int, n_ops: int) -> float:
+        """The checkpoint runtime's own cost for ``n_calls`` checkpointed
+        calls running ``n_ops`` forward ops in all."""
+        return n_calls * self.checkpoint_call_s + n_ops * self.checkpoint_op_s
+
     def adjusted_costs(self, graph, kind: str) -> np.ndarray:
         return np.asarray(graph.cost(kind), dtype=np.float64) * self.cost_scale + self.per_node_s
 
@@ -163,8 +168,7 @@ def _region_scale(model, inputs, loss_fn, kwargs, graph, problem, fit: Overheads
     (per-block checkpointing) run against a plain step; 1 when the model
     offers no such modules."""
     from ..errors import HybridRematError
-    from ..simulate import simulate
-    from ._region_search import checkpoint_pools
+    from ._region_search import RegionEvaluator, checkpoint_pools
     from ._regions import Region, RegionModel, RegionRunner
     from ._trace import interleaved_times, run_step
 
@@ -175,13 +179,13 @@ def _region_scale(model, inputs, loss_fn, kwargs, graph, problem, fit: Overheads
     pools = {name: ps for name, ps in checkpoint_pools(rm).items() if name != "depth0"}  # blocks, not the model
     if not pools:
         return 1.0
-    n_nodes = {p: sum(rm.calls[i][2] - rm.calls[i][1] for i in rm.calls_of[p]) for p in rm.calls_of}
-    paths = max(pools.values(), key=lambda ps: sum(n_nodes[p] for p in ps))
-    modelled = sum(len(rm.calls_of[p]) * call_s + n_nodes[p] * op_s for p in paths)
+    ev = RegionEvaluator(problem, rm, Overheads(checkpoint_call_s=call_s, checkpoint_op_s=op_s))
+    paths = max(pools.values(), key=lambda ps: sum(ev.n_nodes[p] for p in ps))
+    regions = [Region(p) for p in paths]
+    modelled = ev.overhead(regions)
     if modelled <= 0:
         return 1.0
-    regions = [Region(p) for p in paths]
-    sim = simulate(problem, rm.plan(regions, problem.primary.name), check_budget=False)
+    sim = ev(regions, "calibration").result
     kind = graph.cost_kinds[0]
     replayed = float(sim.total_time - np.sum(graph.cost(kind))) * fit.cost_scale + sim.n_recompute * fit.per_node_s
     runner = RegionRunner(model, regions)

@@ -45,7 +45,7 @@ class RegionEvaluator:
     def overhead(self, regions) -> float:
         s = 0.0
         for r in regions:
-            s += self.n_calls[r.path] * self.oh.checkpoint_call_s + self.n_nodes[r.path] * self.oh.checkpoint_op_s
+            s += self.oh.checkpoint_s(self.n_calls[r.path], self.n_nodes[r.path])
             if r.save_ops:
                 s += 2 * self.n_nodes[r.path] * self.oh.sac_op_s
         return s
@@ -139,7 +139,7 @@ def search_regions(problem, rm: RegionModel, overheads, *, t_end: float) -> tupl
     for p in rm.valid_paths():
         d, r = _standalone(rm, cost, nbytes, p)
         if d > 0:
-            stats[p] = (d, r + ev.n_calls[p] * overheads.checkpoint_call_s + ev.n_nodes[p] * overheads.checkpoint_op_s)
+            stats[p] = (d, r + overheads.checkpoint_s(ev.n_calls[p], ev.n_nodes[p]))
     tried = []
     if not stats:
         return None, tried, ev

@@ -239,7 +239,7 @@ class CompileSolver(CustomKnapsackSolver):
             if self.over_budget == "raise":
                 err = BudgetError(f"hybrid_remat CompileSolver: {what}; budget={hint} plans "
                                   "(or CompileSolver(..., over_budget='warn') to use that partition)")
-                report.update(error=str(err), seconds=time.perf_counter() - (t_end - self.time_limit))
+                report.update(error=str(err), budget_hint=hint, seconds=time.perf_counter() - (t_end - self.time_limit))
                 self.reports.append(report)
                 raise err
             warnings.warn(f"hybrid_remat CompileSolver: {what}; using it", RuntimeWarning, stacklevel=3)
