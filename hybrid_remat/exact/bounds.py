@@ -59,12 +59,12 @@ __all__ = [
     "ancestor_matrix", "cut_items", "reach", "serial_single_device", "warmup",
 ]
 
-#: kernel steps per second of :func:`_cut_lp_kernel` (measured ~1.5e8 on the 2-core machine; conservative)
-_STEPS_PER_SECOND = 5e7
+#: kernel steps per second of :func:`_cut_lp_kernel` (measured 1e8-4e8 on the loaded 2-core machine; conservative)
+_STEPS_PER_SECOND = 1e8
 #: chains MILP (SCIP) up to this many ancestors; above, its LP relaxation
 _MILP_MAX_ANCESTORS = 3000
-#: seconds per ancestor of the chains LP (measured ~5e-5 at 37k ancestors; conservative)
-_LP_SECONDS_PER_ANCESTOR = 8e-5
+#: seconds per ancestor of the chains LP (measured 4e-5 to 6e-5 at 39k ancestors under load)
+_LP_SECONDS_PER_ANCESTOR = 6e-5
 
 
 @dataclass
@@ -223,6 +223,7 @@ def _cut_lp_kernel(ts, pred_ptr, pred_idx, succ_ptr, succ_idx, order, cost, size
             if anc[v] != stamp or pmark[v] == stamp:
                 continue
             for j in range(succ_ptr[v], succ_ptr[v + 1]):
+                steps += 1
                 if desc[succ_idx[j]] == stamp:
                     total += size[v]
                     count += 1
@@ -243,6 +244,7 @@ def _cut_lp_kernel(ts, pred_ptr, pred_idx, succ_ptr, succ_idx, order, cost, size
                 continue
             item = False
             for j in range(succ_ptr[v], succ_ptr[v + 1]):
+                steps += 1
                 if desc[succ_idx[j]] == stamp:
                     item = True
                     break
@@ -335,7 +337,8 @@ def _strengthen(g, top, per_node, needs, cost, size, B, closure, limits, stats) 
     return found
 
 
-def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True, limits: Limits | None = None) -> CutBound:
+def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True, limits: Limits | None = None,
+                    max_seconds: float | None = None) -> CutBound:
     """The cut bound of a single-device problem (see the module docstring).
 
     Parameters
@@ -351,6 +354,11 @@ def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True, limi
     limits : Limits, optional
         Deadline and work budget (kernel steps of the cut screening).  When
         they stop it early the bound is weaker, never invalid.
+    max_seconds : float, optional
+        Return within this many seconds even when ``limits`` allow more (the
+        registered bound: :attr:`CutBoundSource.max_seconds`): the screening
+        then examines the cuts that hold the most memory first and the
+        chains models run only where predicted to fit.
 
     Returns
     -------
@@ -366,6 +374,8 @@ def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True, limi
     if not problem.is_single_device:
         raise ValueError("the cut bound covers single-device problems only")
     limits = limits or Limits()
+    if max_seconds is not None:
+        limits = limits.share(max_seconds)
     t0 = now()
     g = problem.graph
     n = g.n
@@ -471,9 +481,13 @@ class CutBoundSource(Bound):
     """The cut bound as a registered :class:`~hybrid_remat.interfaces.Bound`
     (``cut_bound``, scope: every plan).
 
-    It returns within the ``limits`` it is given (the portfolio gives it a
-    tenth of the time limit): the cut screening takes a work budget derived
-    from the deadline, the chains models the time left.  Serial time only
+    It returns within the ``limits`` it is given and within
+    :attr:`max_seconds` (2.5 s) however long those are: the cut screening
+    takes a work budget derived from the deadline, the chains models the
+    time left.  At 2k nodes that covers every cut and the chains models of
+    the best five; at 100k the cuts that hold the most memory (the best are
+    among them) and the chains LP only where predicted to fit (the block
+    and segment bounds carry the large repeated graphs).  Serial time only
     (its bound is a bound on the sum of compute times).
 
     Examples
@@ -486,7 +500,9 @@ class CutBoundSource(Bound):
     """
 
     name = "cut_bound"
-    version = "2"
+    version = "3"
+    #: seconds the registered bound takes at most (issue 20: under 3 s at 100k nodes)
+    max_seconds = 2.5
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
                               "deterministic"})
     rank = 5.0
@@ -496,7 +512,7 @@ class CutBoundSource(Bound):
         return serial_single_device(problem)
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
-        cb = cut_lower_bound(problem, limits=limits)
+        cb = cut_lower_bound(problem, limits=limits, max_seconds=self.max_seconds)
         return BoundResult(cb.value, ALL_PLANS, {"extra": cb.extra, "node": cb.node, "method": cb.method,
                                                  "examined": cb.examined, "seconds": cb.stats.get("seconds")})
 
