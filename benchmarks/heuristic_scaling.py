@@ -1,14 +1,22 @@
-"""How the single-device heuristics and improvers scale: time at ~1k, 10k
-and 100k nodes and the fitted exponent of time vs graph size.
+"""How the single-device heuristics, improvers and the cut bound scale: time
+at ~1k, 10k and 100k nodes and the fitted exponent of time vs graph size,
+on several graph families.
 
-Graphs: ``repeat_layers(load_graph("datasets/llama_8l_b4_s512.json.gz"), L)``
-for ``L`` = 8, 80, 750 (1,073 / 10,361 / 96,791 nodes), budgets 50% and 30%
-of the keep-all peak.  After the Numba warm-up, every (component, graph,
+Graphs: :data:`hybrid_remat.families.FAMILIES` (``--families``, default
+our tracer's llama layers repeated, the llama-like decoder in the Checkmate
+convention, the diffusion U-Net and the random layered training graph) at
+``--sizes`` nodes (default 1000, 10000, 100000), budgets 50% and 30% of the
+keep-all peak.  After the Numba warm-up, every (component, graph,
 budget) runs once in a forked child process with a hard timeout
 (``--timeout``): the heuristics as registered, without limits (their
 natural time; ``local_search`` and ``staged_evict`` have time caps of their
 own, also shown uncapped), and the improvers on the best plan of the fast
-heuristics (``local_search`` and ``lns`` with a fixed number of moves).  The
+heuristics (``local_search`` and ``lns`` with a fixed number of moves); the
+cut bound as the portfolio calls it (``CutBoundSource().bound`` with
+:data:`BOUND_LIMIT_S`, the share it gets of a 60-s limit).  The column
+*first phase* says whether the default portfolio's scheduler puts the
+component in its first (construct) phase at the largest size and with what
+predicted seconds.  The
 exponent ``k`` of ``time ~ n^k`` is fitted (least squares in log-log) on
 CPU seconds; a run cut by the timeout enters the fit at the timeout, so its
 exponent is a lower bound (``>``).  A second table runs every component at
@@ -19,7 +27,7 @@ first plan.
 Usage::
 
     python3 -m benchmarks.heuristic_scaling                    # full run
-    python3 -m benchmarks.heuristic_scaling --layers 8,80 --timeout 20 --out /tmp/scaling.md   # quick
+    python3 -m benchmarks.heuristic_scaling --families unet --sizes 1000,10000 --timeout 20 --out /tmp/scaling.md
     python3 -m benchmarks.heuristic_scaling --jobs 12           # in parallel (a quiet many-core machine)
 
 Writes ``benchmarks/results/heuristic_scaling.{md,json}`` (or ``--out``).
@@ -40,23 +48,24 @@ import time
 
 import numpy as np
 
-from benchmarks._common import LLAMA, RESULTS, ROOT
+from benchmarks._common import RESULTS, ROOT
 from hybrid_remat import plugins
-from hybrid_remat.generators import repeat_layers
+from hybrid_remat.families import family_graph
 from hybrid_remat.heuristics import warmup
 from hybrid_remat.interfaces import accepts
 from hybrid_remat.limits import Limits
-from hybrid_remat.loaders import load_graph
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
-GRAPH = LLAMA
+FAMILIES = ("decoder_tracer", "decoder_checkmate", "unet", "random_layered")
+#: the cut bound's limits: the construct share (25 %) of a 60-s limit
+BOUND_LIMIT_S = 15.0
 #: heuristics whose plan starts the improvers (fast at every size)
 STARTS = ("dtr_size", "dtr_next_use", "dtr_eq")
 MOVES = 10
 
-_PROBLEMS: dict = {}   # (layers, budget) -> Problem; filled before the children fork
-_STARTS: dict = {}     # (layers, budget) -> start plan of the improvers
+_PROBLEMS: dict = {}   # (family, size, budget) -> Problem; filled before the children fork
+_STARTS: dict = {}     # (family, size, budget) -> start plan of the improvers
 
 
 class RuinMoves:
@@ -105,7 +114,19 @@ def components(problem) -> list[tuple[str, str, object]]:
             continue
         out.append((name, "improver", imp))
     out.append((f"ruin-and-recreate ({MOVES} moves)", "improver", RuinMoves()))
+    cut = plugins.bounds().get("cut_bound")
+    if cut is not None and accepts(cut, problem)[0]:
+        out.append(("cut_bound", "bound", cut))
     return out
+
+
+def first_phase(problem) -> dict:
+    """``{name: predicted seconds}`` of the heuristics and bounds the default
+    portfolio's scheduler puts in its first (construct) phase on ``problem``."""
+    from hybrid_remat.portfolio.scheduler import Scheduler
+
+    s = Scheduler(problem, heuristics=list(plugins.heuristics().values()), bounds=list(plugins.bounds().values()))
+    return {t.name: t.predicted for t in s.construct}
 
 
 def _takes(method, name: str) -> bool:
@@ -120,6 +141,8 @@ def call(kind: str, obj, problem, start, lim):
     way (``run_detailed(deadline=)`` or plain ``run``), as the portfolio does."""
     if kind == "improver":
         return obj.improve(problem, start, seed=0, limits=lim)
+    if kind == "bound":
+        return obj.bound(problem, limits=lim or Limits.seconds(BOUND_LIMIT_S))
     if _takes(obj.run, "limits"):
         return obj.run(problem, seed=0, limits=lim)
     if lim is not None and callable(getattr(obj, "run_detailed", None)) and _takes(obj.run_detailed, "deadline"):
@@ -136,7 +159,9 @@ def _run_one(key, label, kind, obj, limit, conn) -> None:
         plan = call(kind, obj, problem, _STARTS.get(key), lim)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         tdi, note = None, "no plan"
-        if plan is not None:
+        if kind == "bound":
+            tdi, note = (plan.value - problem.base_cost) / problem.base_cost * 100, "bound"
+        elif plan is not None:
             r = simulate(problem, plan)
             tdi, note = (r.tdi_pct, "") if r.valid else (None, f"INVALID: {r.error}")
         conn.send((wall, cpu, tdi, note))
@@ -161,7 +186,8 @@ def run_jobs(jobs: list[tuple], timeout: float, parallel: int) -> list[dict]:
         still = []
         for (idx, job), p, rx, t0 in running:
             key, label, kind, obj, limit = job
-            row = {"idx": idx, "layers": key[0], "budget": key[1], "n": _PROBLEMS[key].graph.n, "component": label,
+            row = {"idx": idx, "family": key[0], "size": key[1], "budget": key[2], "n": _PROBLEMS[key].graph.n,
+                   "component": label,
                    "kind": kind, "limit_s": limit,
                    "honours_limits": "honours_limits" in set(getattr(obj, "capabilities", ()))}
             if rx.poll():
@@ -213,84 +239,102 @@ def _honours(label: str) -> bool:
     return obj is not None and "honours_limits" in set(getattr(obj, "capabilities", ()))
 
 
-def write_md(path: pathlib.Path, rows: list[dict], meta: dict) -> None:
-    layers = meta["layers"]
-    sizes = {L: meta["nodes"][str(L)] for L in layers}
-    natural = [r for r in rows if not r["limit_s"]]
-    limited = [r for r in rows if r["limit_s"]]
-    lines = [
-        "# Heuristic scaling: time vs graph size", "",
-        f"Command: `{meta['command']}`; {meta['machine']}; {meta['date']}; commit {meta.get('commit', '?')}; "
-        f"wall {meta['wall_s']:.0f} s.", "",
-        "Graphs: `repeat_layers(load_graph(\"datasets/llama_8l_b4_s512.json.gz\"), L)`: "
-        + ", ".join(f"L = {L}: {sizes[L]:,} nodes (built in {meta['build_s'][str(L)]:.1f} s)" for L in layers)
-        + ".  Each run is one forked child after the Numba warm-up; CPU seconds of the call (the plan is then "
-        "checked by the simulator, not timed).  `>T`: stopped by the timeout (the exponent is then a lower "
-        "bound, `>`).  Plan: TDI% of the plan (`none`: no plan).", "",
-        "## Without limits: time (CPU s) and the exponent of time vs nodes", "",
-        "| component | kind | budget | " + " | ".join(f"{sizes[L]:,} nodes" for L in layers)
-        + " | exponent | plan (TDI%) " + " / ".join(f"{sizes[L] // 1000}k" if sizes[L] >= 1000 else str(sizes[L])
-                                                      for L in layers) + " |",
-        "|---|---|---|" + "---|" * len(layers) + "---|---|",
-    ]
+def _natural_table(rows: list[dict], sizes: list[int], nodes: dict, phase: dict) -> tuple[list[str], dict]:
+    """The table without limits of one family, and the fitted exponents."""
+    lines = ["| component | kind | budget | " + " | ".join(f"{nodes[s]:,} nodes" for s in sizes)
+             + " | exponent | plan (TDI%) " + " / ".join(f"{nodes[s] // 1000}k" if nodes[s] >= 1000 else str(nodes[s])
+                                                          for s in sizes)
+             + f" | first phase at {nodes[sizes[-1]]:,} (predicted s) |",
+             "|---|---|---|" + "---|" * len(sizes) + "---|---|---|"]
     order = []
-    for r in natural:
+    for r in rows:
         if (r["component"], r["budget"]) not in order:
             order.append((r["component"], r["budget"]))
     exps = {}
     for comp, bud in order:
-        by_l = {r["layers"]: r for r in natural if r["component"] == comp and r["budget"] == bud}
+        by_s = {r["size"]: r for r in rows if r["component"] == comp and r["budget"] == bud}
         upto = []  # the sizes up to the first timeout (later ones say nothing more)
-        for L in layers:
-            if L in by_l:
-                upto.append(L)
-                if by_l[L]["timed_out"]:
+        for sz in sizes:
+            if sz in by_s:
+                upto.append(sz)
+                if by_s[sz]["timed_out"]:
                     break
-        ns = [sizes[L] for L in upto]
-        ts = [by_l[L]["cpu_s"] if not by_l[L]["timed_out"] else by_l[L]["wall_s"] for L in upto]
+        ns = [nodes[sz] for sz in upto]
+        ts = [by_s[sz]["cpu_s"] if not by_s[sz]["timed_out"] else by_s[sz]["wall_s"] for sz in upto]
         k = fit_exponent(ns, ts)
-        lower = any(by_l[L]["timed_out"] for L in upto)
+        lower = any(by_s[sz]["timed_out"] for sz in upto)
         exps[(comp, bud)] = (k, lower)
-        kind = next(iter(by_l.values()))["kind"]
+        kind = next(iter(by_s.values()))["kind"]
         ks = "-" if math.isnan(k) else (">" if lower else "") + f"{k:.2f}"
-        lines.append(f"| {comp} | {kind} | {bud} | " + " | ".join(_fmt_t(by_l.get(L)) for L in layers)
-                     + f" | {ks} | " + " / ".join(_fmt_plan(by_l.get(L)) for L in layers) + " |")
-    steep = sorted({comp for (comp, _), (k, _) in exps.items() if not math.isnan(k) and k > 1.3})
-    # a timed-out fit is only a lower bound: at most 1.3 says nothing about being near-linear
-    unsettled = sorted({comp for (comp, _), (k, low) in exps.items() if low and not math.isnan(k) and k <= 1.3}
+        name = comp.split(" ")[0]
+        ph = phase.get(bud, {})
+        fp = ("-" if "(" in comp or kind == "improver" else
+              (f"yes ({ph[name]:.2g})" if ph.get(name) is not None else ("yes" if name in ph else "no")))
+        lines.append(f"| {comp} | {kind} | {bud} | " + " | ".join(_fmt_t(by_s.get(sz)) for sz in sizes)
+                     + f" | {ks} | " + " / ".join(_fmt_plan(by_s.get(sz)) for sz in sizes) + f" | {fp} |")
+    return lines, exps
+
+
+def write_md(path: pathlib.Path, rows: list[dict], meta: dict) -> None:
+    sizes = meta["sizes"]
+    natural = [r for r in rows if not r["limit_s"]]
+    limited = [r for r in rows if r["limit_s"]]
+    lines = [
+        "# Heuristic scaling: time vs graph size, several families", "",
+        f"Command: `{meta['command']}`; {meta['machine']}; {meta['date']}; commit {meta.get('commit', '?')}; "
+        f"wall {meta['wall_s']:.0f} s." + (f" {meta['note']}" if meta.get("note") else ""), "",
+        "Graphs: `hybrid_remat.families.family_graph(family, size)`.  Each run is one forked child after the "
+        "Numba warm-up; CPU seconds of the call (the plan is then checked by the simulator, not timed).  `>T`: "
+        "stopped by the timeout (the exponent is then a lower bound, `>`).  Plan: TDI% of the plan (`none`: no "
+        f"plan; for `cut_bound` the bound's TDI%, called as the portfolio does with {BOUND_LIMIT_S:g}-s limits).  "
+        "First phase: whether the default portfolio's scheduler runs the component in its first (construct) "
+        "phase at the largest size, with its predicted seconds.", ""]
+    exps = {}
+    for fam in meta["families"]:
+        nodes = {int(k): v for k, v in meta["nodes"][fam].items()}
+        fam_rows = [r for r in natural if r["family"] == fam]
+        if not fam_rows:
+            continue
+        lines += [f"## {fam}: without limits", "",
+                  "Built in " + ", ".join(f"{meta['build_s'][fam][str(sz)]:.1f} s ({nodes[sz]:,} nodes)"
+                                          for sz in sizes) + ".", ""]
+        table, e = _natural_table(fam_rows, sizes, nodes, meta.get("first_phase", {}).get(fam, {}))
+        lines += table + [""]
+        for (comp, bud), v in e.items():
+            exps.setdefault((comp, bud), []).append(v)
+    steep = sorted({c for (c, _), vs in exps.items() for k, _ in vs if not math.isnan(k) and k > 1.3})
+    unsettled = sorted({c for (c, _), vs in exps.items() for k, low in vs if low and not math.isnan(k) and k <= 1.3}
                        - set(steep))
-    near = sorted({comp for (comp, _), (k, _) in exps.items() if not math.isnan(k) and k <= 1.3}
-                  - set(steep) - set(unsettled)
-                  - {c.replace(" (uncapped)", "") for c in steep})  # a capped twin is flat by its cap
+    near = sorted({c for (c, _), vs in exps.items() for k, _ in vs if not math.isnan(k) and k <= 1.3}
+                  - set(steep) - set(unsettled) - {c.replace(" (uncapped)", "") for c in steep})
     honours = {r["component"]: r.get("honours_limits", _honours(r["component"])) for r in rows}
     gated = [c for c in steep if honours.get(c)]
     ungated = [c for c in steep if not honours.get(c)]
-    lines += ["", f"Near-linear (exponent at most 1.3 at every budget): {', '.join(near) or '-'}.  ",
-              f"Super-linear (exponent above 1.3 at some budget), gated by their work budgets and deadlines "
+    lines += [f"Near-linear (exponent at most 1.3 at every budget and family): {', '.join(near) or '-'}.  ",
+              f"Super-linear (exponent above 1.3 somewhere), gated by their work budgets and deadlines "
               f"(`honours_limits`): {', '.join(gated) or '-'}.  ",
               f"Super-linear and not declaring `honours_limits`: {', '.join(ungated) or '-'}.  ",
               f"Not settled (timed out at the largest size, the exponent is only a lower bound): "
               f"{', '.join(unsettled) or '-'}."]
     if limited:
-        big = max(r["n"] for r in limited)
         lim = limited[0]["limit_s"]
-        lines += ["", f"## With limits: `limits=Limits.seconds({lim:g})` at {big:,} nodes", "",
+        lines += ["", f"## With limits: `limits=Limits.seconds({lim:g})` at the largest size", "",
                   "Wall and CPU seconds of the call: a component that honours its limits returns within the "
                   "limit plus its last kernel step, simulator check or fixed set-up (the work budgets assume the "
                   "share of a core the load average leaves, so on a loaded machine wall exceeds CPU time).", "",
-                  "| component | kind | budget | wall s | CPU s | wall within limit + 0.5 s | plan (TDI%) |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| family | nodes | component | kind | budget | wall s | CPU s | wall within limit + 0.5 s | "
+                  "plan (TDI%) |", "|---|---|---|---|---|---|---|---|---|"]
         for r in limited:
             within = "yes" if (not r["timed_out"] and r["wall_s"] <= r["limit_s"] + 0.5) else "**no**"
-            lines.append(f"| {r['component']} | {r['kind']} | {r['budget']} | {_fmt_t({**r, 'cpu_s': r['wall_s']})} | "
-                         f"{_fmt_t(r)} | {within} | {_fmt_plan(r)} |")
-        firsts = [(r["wall_s"], r["component"], r["budget"]) for r in limited
-                  if r["kind"] == "heuristic" and r["tdi_pct"] is not None]
+            lines.append(f"| {r['family']} | {r['n']:,} | {r['component']} | {r['kind']} | {r['budget']} | "
+                         f"{_fmt_t({**r, 'cpu_s': r['wall_s']})} | {_fmt_t(r)} | {within} | {_fmt_plan(r)} |")
         lines.append("")
-        for bud in meta["budgets"]:
-            f = sorted(x for x in firsts if x[2] == bud)
-            if f:
-                lines.append(f"First plan at {big:,} nodes, {bud}: {f[0][0]:.2f} s wall ({f[0][1]}).  ")
+        for fam in meta["families"]:
+            for bud in meta["budgets"]:
+                f = sorted((r["wall_s"], r["component"], r["n"]) for r in limited if r["family"] == fam
+                           and r["budget"] == bud and r["kind"] == "heuristic" and r["tdi_pct"] is not None)
+                if f:
+                    lines.append(f"First plan, {fam} at {f[0][2]:,} nodes, {bud}: {f[0][0]:.2f} s wall ({f[0][1]}).  ")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -308,69 +352,80 @@ def _commit() -> str:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--layers", default="8,80,750")
+    ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated names of hybrid_remat.families")
+    ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated node counts")
     ap.add_argument("--budgets", default="50%,30%")
     ap.add_argument("--timeout", type=float, default=60.0, help="hard limit of one run without limits (s)")
     ap.add_argument("--limit", type=float, default=1.0, help="limits of the second table (s); 0: skip it")
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time")
     ap.add_argument("--only", default="", help="comma-separated component names (default: all)")
+    ap.add_argument("--note", default="", help="a sentence for the header (e.g. the machine's load)")
     ap.add_argument("--out", default=str(RESULTS / "heuristic_scaling.md"))
     ap.add_argument("--render", default="", help="only write the table of a saved .json (no runs)")
     args = ap.parse_args(argv)
     if args.render:
         saved = json.loads(pathlib.Path(args.render).read_text())
-        meta = saved["meta"]
-        meta["layers"] = [int(x) for x in meta["layers"]]
-        write_md(pathlib.Path(args.out), saved["rows"], meta)
+        write_md(pathlib.Path(args.out), saved["rows"], saved["meta"])
         print(pathlib.Path(args.out).read_text())
         return
     t_start = time.perf_counter()
-    layers = [int(x) for x in args.layers.split(",")]
+    families = [x.strip() for x in args.families.split(",") if x.strip()]
+    sizes = [int(x) for x in args.sizes.split(",")]
     budgets = [b.strip() for b in args.budgets.split(",")]
     warmup()
-    base = load_graph(str(GRAPH))
-    meta = {"layers": layers, "budgets": budgets, "nodes": {}, "build_s": {},
+    from hybrid_remat.exact.bounds import warmup as bounds_warmup
+    bounds_warmup()
+    meta = {"families": families, "sizes": sizes, "budgets": budgets, "nodes": {}, "build_s": {}, "first_phase": {},
             "command": "python3 -m benchmarks.heuristic_scaling" + "".join(
-                f" --{k} {v}" for k, v in (("layers", args.layers), ("timeout", f"{args.timeout:g}"),
-                                            ("limit", f"{args.limit:g}"), ("jobs", args.jobs))),
+                f" --{k} {v}" for k, v in (("families", args.families), ("sizes", args.sizes),
+                                            ("budgets", args.budgets), ("timeout", f"{args.timeout:g}"),
+                                            ("limit", f"{args.limit:g}"), ("jobs", args.jobs)))
+            + (f" --only {args.only}" if args.only else ""),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
-            "date": time.strftime("%Y-%m-%d"), "commit": _commit()}
-    for L in layers:
-        t0 = time.perf_counter()
-        g = repeat_layers(base, L)
-        meta["build_s"][str(L)] = time.perf_counter() - t0
-        meta["nodes"][str(L)] = g.n
-        for b in budgets:
-            p = Problem.single(g, b)
-            _PROBLEMS[(L, b)] = p
-            best = None
-            hs = plugins.heuristics()
-            for name in STARTS:
-                plan = hs[name].run(p, limits=Limits.seconds(30)) if name in hs else None
-                if plan is not None and simulate(p, plan).valid:
-                    v = simulate(p, plan).total_time
-                    if best is None or v < best[0]:
-                        best = (v, plan)
-            _STARTS[(L, b)] = None if best is None else best[1]
+            "date": time.strftime("%Y-%m-%d"), "commit": _commit(), "note": args.note}
+    for fam in families:
+        meta["nodes"][fam], meta["build_s"][fam], meta["first_phase"][fam] = {}, {}, {}
+        for sz in sizes:
+            t0 = time.perf_counter()
+            g = family_graph(fam, sz, 0)
+            meta["build_s"][fam][str(sz)] = time.perf_counter() - t0
+            meta["nodes"][fam][str(sz)] = g.n
+            for b in budgets:
+                p = Problem.single(g, b)
+                _PROBLEMS[(fam, sz, b)] = p
+                if sz == max(sizes):
+                    meta["first_phase"][fam][b] = first_phase(p)
+                best = None
+                hs = plugins.heuristics()
+                for name in STARTS:
+                    plan = hs[name].run(p, limits=Limits.seconds(30)) if name in hs else None
+                    if plan is not None and simulate(p, plan).valid:
+                        v = simulate(p, plan).total_time
+                        if best is None or v < best[0]:
+                            best = (v, plan)
+                _STARTS[(fam, sz, b)] = None if best is None else best[1]
     only = {x.strip() for x in args.only.split(",") if x.strip()}
     jobs = []
-    for L in layers:
-        for b in budgets:
-            for label, kind, obj in components(_PROBLEMS[(L, b)]):
-                if only and label.split(" ")[0] not in only:
-                    continue
-                jobs.append(((L, b), label, kind, obj, 0.0))
+    for fam in families:
+        for sz in sizes:
+            for b in budgets:
+                for label, kind, obj in components(_PROBLEMS[(fam, sz, b)]):
+                    if only and label.split(" ")[0] not in only:
+                        continue
+                    jobs.append(((fam, sz, b), label, kind, obj, 0.0))
     if args.limit > 0:
-        big = max(layers)
-        for b in budgets:
-            comps = [c for c in components(_PROBLEMS[(big, b)]) if "uncapped" not in c[0] and "moves" not in c[0]]
-            comps += [(name, "improver", imp) for name, imp in sorted(plugins.improvers().items())
-                      if name not in {c[0] for c in comps if c[1] == "improver"}
-                      and accepts(imp, _PROBLEMS[(big, b)])[0]]
-            for label, kind, obj in comps:
-                if only and label.split(" ")[0] not in only:
-                    continue
-                jobs.append(((big, b), label, kind, obj, args.limit))
+        big = max(sizes)
+        for fam in families:
+            for b in budgets:
+                key = (fam, big, b)
+                comps = [c for c in components(_PROBLEMS[key])
+                         if "uncapped" not in c[0] and "moves" not in c[0] and c[1] != "bound"]
+                comps += [(name, "improver", imp) for name, imp in sorted(plugins.improvers().items())
+                          if name not in {c[0] for c in comps if c[1] == "improver"} and accepts(imp, _PROBLEMS[key])[0]]
+                for label, kind, obj in comps:
+                    if only and label.split(" ")[0] not in only:
+                        continue
+                    jobs.append((key, label, kind, obj, args.limit))
     rows = run_jobs(jobs, args.timeout, max(1, args.jobs))
     meta["wall_s"] = time.perf_counter() - t_start
     out = pathlib.Path(args.out)

@@ -141,3 +141,19 @@ def test_checkmate_training_of_a_diamond():
 def test_unknown_family_is_named():
     with pytest.raises(GraphError, match="unknown graph family 'x'"):
         family_graph("x", 100)
+
+
+def test_the_family_benchmark_checks_the_issue_criteria():
+    from benchmarks.families import gap_limit, verdict
+
+    row = {"family": "unet", "nodes": 100_000, "limit": 60.0, "wall_s": 62.0, "valid": True, "first_plan_s": 0.4,
+           "gap_pct": 0.4, "no_bound_reason": None}
+    assert verdict(row) == "ok"
+    assert verdict({**row, "wall_s": 63.5}) == "MISSES wall"
+    assert verdict({**row, "first_plan_s": 1.2}) == "MISSES first plan"
+    assert verdict({**row, "nodes": 10_000, "first_plan_s": 1.2}) == "ok"
+    assert verdict({**row, "valid": False}) == "MISSES plan"
+    assert verdict({**row, "gap_pct": None, "no_bound_reason": "only the trivial bound over every plan"}) == (
+        "MISSES gap > 0.5% (only the trivial bound over every plan)")
+    assert gap_limit("random_layered", 40_000) == 1.0 and gap_limit("random_layered", 10_000) == 0.5
+    assert gap_limit("unet", 100_000) == 0.5
