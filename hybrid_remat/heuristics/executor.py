@@ -331,7 +331,8 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
     hv = np.empty(n + 16, dtype=np.int64)
     hn = 0
     ver = np.zeros(n, dtype=np.int64)
-    aside = np.empty(n + 1, dtype=np.int64)
+    hkey = np.zeros(n, dtype=np.float64)  # key of each value's latest heap entry
+    parked = np.zeros(n, dtype=np.bool_)  # its latest entry left the heap while it was pinned
     k = 0
     mem = 0
     peak = 0
@@ -364,7 +365,6 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                 best = -1
                 best_score = np.inf
                 if static:
-                    n_aside = 0
                     while hn > 0:
                         used += 1
                         hn = _heap_pop(hk, hu, hv, hn)
@@ -372,15 +372,12 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                         if hv[hn] != ver[u] or not resident[u]:
                             continue  # stale
                         if lock[u] > 0:
-                            aside[n_aside] = hn  # (entries past hn stay intact until the next push)
-                            n_aside += 1
+                            # pinned: out of the heap until its last pin goes (then pushed back with the same
+                            # key and version), instead of popped and pushed back at every eviction meanwhile
+                            parked[u] = True
                             continue
                         best = u
                         break
-                    for q in range(n_aside - 1, -1, -1):  # back into the heap, lowest index first (no overwrite)
-                        e = aside[q]
-                        kk, uu, vv = hk[e], hu[e], hv[e]
-                        hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, kk, uu, vv)
                 else:
                     sampled = n_res > scan_all
                     n_try = sample if sampled else n_res
@@ -457,6 +454,8 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
             if static and bytes_[x] > 0:
                 ver[x] += 1
                 key = (float(clock + 1) if score_kind == SCORE_LRU else 1.0 / bytes_[x]) * weights[x] * noise[x]
+                hkey[x] = key
+                parked[x] = False
                 hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, key, x, ver[x])
             sp -= 1
             for j in range(pred_ptr[x], pred_ptr[x + 1]):
@@ -464,8 +463,14 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                 last_access[u] = clock
                 if score_kind == SCORE_LRU and bytes_[u] > 0:
                     ver[u] += 1
-                    hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, float(clock + 1) * weights[u] * noise[u], u, ver[u])
+                    hkey[u] = float(clock + 1) * weights[u] * noise[u]
+                    parked[u] = False
+                    hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, hkey[u], u, ver[u])
                 lock[u] -= 1
+                if lock[u] == 0 and parked[u]:
+                    parked[u] = False
+                    if resident[u]:
+                        hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, hkey[u], u, ver[u])
                 if sp == 0:
                     remaining[u] -= 1
             if sp == 0:
