@@ -38,3 +38,13 @@ def test_static_score_plans_on_families_are_valid(name):
             assert simulate(p, plan).valid
             found += 1
     assert found >= 1
+
+
+def test_dtr_sampling_shrinks_only_above_its_size():
+    from hybrid_remat.heuristics.dtr import MIN_SAMPLE, SAMPLING_NODES, sampling
+
+    assert sampling(SAMPLING_NODES) == sampling(10) == (2048, 256)
+    scan, smp = sampling(4 * SAMPLING_NODES)
+    assert (scan, smp) == (512, 64)
+    assert sampling(10**7)[1] == MIN_SAMPLE and sampling(10**7)[0] >= MIN_SAMPLE
+    assert sampling(10**5, scan_all=3, sample=2) == (2, 2)   # never more than asked
