@@ -194,11 +194,13 @@ def run_jobs(jobs: list[tuple], timeout: float, parallel: int) -> list[dict]:
                 wall, cpu, tdi, note = rx.recv()
                 p.join()
                 out.append({**row, "wall_s": wall, "cpu_s": cpu, "tdi_pct": tdi, "note": note, "timed_out": False})
+                print(f"{key} {label}: {cpu:.2f} CPU s, {wall:.2f} s, {tdi} {note}", flush=True)
             elif time.perf_counter() - t0 > timeout:
                 p.kill()
                 p.join()
                 out.append({**row, "wall_s": timeout, "cpu_s": timeout, "tdi_pct": None, "note": "timeout",
                             "timed_out": True})
+                print(f"{key} {label}: timeout", flush=True)
             else:
                 still.append(((idx, job), p, rx, t0))
         running = still

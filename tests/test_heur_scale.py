@@ -48,3 +48,17 @@ def test_dtr_sampling_shrinks_only_above_its_size():
     assert (scan, smp) == (512, 64)
     assert sampling(10**7)[1] == MIN_SAMPLE and sampling(10**7)[0] >= MIN_SAMPLE
     assert sampling(10**5, scan_all=3, sample=2) == (2, 2)   # never more than asked
+
+
+def test_slow_heuristics_decline_large_graphs_with_a_reason():
+    from hybrid_remat.exact.lp_rounding import LPRounding
+    from hybrid_remat.generators import chain
+    from hybrid_remat.hetero.heft import HeftScheduler
+    from hybrid_remat.interfaces import accepts
+
+    big = Problem.single(chain(30_001, bytes=1), 10)
+    small = Problem.single(chain(300, bytes=1), 10)
+    for h in (LPRounding(), HeftScheduler()):
+        ok, why = accepts(h, big)
+        assert not ok and "30000 nodes" in why
+        assert accepts(h, small)[0]

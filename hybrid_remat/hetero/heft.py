@@ -288,6 +288,15 @@ class HeftScheduler(Heuristic):
         if name:  # legacy twin registrations; one object serves both objectives
             self.name = name
 
+    #: on one device, above this many nodes it is not admitted: more than 20 s at 100k nodes without limits and
+    #: no plan within 1 s, where the DTR heuristics plan in about 1 s (``benchmarks/results/heuristic_scaling.md``)
+    single_device_max_nodes = 30_000
+
+    def applicable(self, problem: Problem) -> tuple[bool, str]:
+        if problem.is_single_device and problem.graph.n > self.single_device_max_nodes:
+            return False, f"one device above {self.single_device_max_nodes} nodes (the DTR heuristics plan faster)"
+        return True, ""
+
     def objective_of(self, problem: Problem) -> str:
         return self.objective or getattr(problem.objective, "name", "serial")
 
