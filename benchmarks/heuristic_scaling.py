@@ -120,13 +120,21 @@ def components(problem) -> list[tuple[str, str, object]]:
     return out
 
 
-def first_phase(problem) -> dict:
-    """``{name: predicted seconds}`` of the heuristics and bounds the default
-    portfolio's scheduler puts in its first (construct) phase on ``problem``."""
+def first_phase(problem, limit: float = 60.0) -> dict:
+    """``{name: cell}``: whether the default portfolio's scheduler puts each
+    heuristic and bound in its first (construct) phase on ``problem`` (with
+    its predicted seconds; skipped there when that exceeds a ``limit``-s
+    solve), or why it does not admit it."""
     from hybrid_remat.portfolio.scheduler import Scheduler
 
     s = Scheduler(problem, heuristics=list(plugins.heuristics().values()), bounds=list(plugins.bounds().values()))
-    return {t.name: t.predicted for t in s.construct}
+    out = {}
+    for t in s.construct:
+        p = t.predicted
+        out[t.name] = ("yes" if p is None else f"yes ({p:.2g})") if p is None or p <= limit else f"skipped ({p:.2g} s)"
+    for _, obj, why in s.skipped:
+        out[getattr(obj, "name", "?")] = f"no: {why}"
+    return out
 
 
 def _takes(method, name: str) -> bool:
@@ -246,7 +254,7 @@ def _natural_table(rows: list[dict], sizes: list[int], nodes: dict, phase: dict)
     lines = ["| component | kind | budget | " + " | ".join(f"{nodes[s]:,} nodes" for s in sizes)
              + " | exponent | plan (TDI%) " + " / ".join(f"{nodes[s] // 1000}k" if nodes[s] >= 1000 else str(nodes[s])
                                                           for s in sizes)
-             + f" | first phase at {nodes[sizes[-1]]:,} (predicted s) |",
+             + f" | first phase at {nodes[sizes[-1]]:,} (predicted s), 60-s solve |",
              "|---|---|---|" + "---|" * len(sizes) + "---|---|---|"]
     order = []
     for r in rows:
@@ -269,9 +277,7 @@ def _natural_table(rows: list[dict], sizes: list[int], nodes: dict, phase: dict)
         kind = next(iter(by_s.values()))["kind"]
         ks = "-" if math.isnan(k) else (">" if lower else "") + f"{k:.2f}"
         name = comp.split(" ")[0]
-        ph = phase.get(bud, {})
-        fp = ("-" if "(" in comp or kind == "improver" else
-              (f"yes ({ph[name]:.2g})" if ph.get(name) is not None else ("yes" if name in ph else "no")))
+        fp = "-" if "(" in comp or kind == "improver" else phase.get(bud, {}).get(name, "-")
         lines.append(f"| {comp} | {kind} | {bud} | " + " | ".join(_fmt_t(by_s.get(sz)) for sz in sizes)
                      + f" | {ks} | " + " / ".join(_fmt_plan(by_s.get(sz)) for sz in sizes) + f" | {fp} |")
     return lines, exps
