@@ -76,6 +76,21 @@ class BlockStructure:
         """Forward then backward nodes of block ``k``."""
         return np.concatenate([self.fwd[k], self.bwd[k]])
 
+    def kind_of(self, s: int):
+        """Stages of one kind share a menu and bound staircases: every block is of kind 0; the
+        prologue and epilogue are of their own (``None``)."""
+        return 0 if 0 <= s < self.n_blocks else None
+
+    def stage_nodes(self, s: int) -> np.ndarray:
+        """The nodes of block ``s`` by position (forward, then backward)."""
+        return self.block_nodes(s)
+
+    def same_costs_of(self, kind) -> bool:
+        return self.same_costs
+
+    def count_of(self, kind) -> int:
+        return self.n_blocks
+
     def stages(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """``[(fwd, bwd)]`` of the prologue, every block and the epilogue, in forward order."""
         return [self.prologue] + [(self.fwd[k], self.bwd[k]) for k in range(self.n_blocks)] + [self.epilogue]
