@@ -204,7 +204,7 @@ def _runs_of_phase(graph, nodes: np.ndarray, sig: np.ndarray, min_copies: int, d
     if nodes.size < 2 * min_copies or depth > 12:
         return []
     F = _blocks_of_phase(graph, nodes, sig, min_copies)
-    if F is None:
+    if F is None or F.shape[1] < 2:       # one node repeated is no layer
         return []
     lo = int(np.searchsorted(nodes, F.min()))
     hi = int(np.searchsorted(nodes, F.max())) + 1

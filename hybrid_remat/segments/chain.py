@@ -16,9 +16,10 @@ Examples
 --------
 >>> import networkx as nx
 >>> from hybrid_remat.generators import random_layered, training_graph
->>> g = training_graph(nx.path_graph(40, create_using=nx.DiGraph))   # repeats: blocks of 4 nodes
->>> segment_chain(g).describe()["runs"]
-[{'blocks': 9, 'nodes_per_block': 8, 'same_costs': True}]
+>>> fw = nx.path_graph(80, create_using=nx.DiGraph)        # 40 blocks of (wide, narrow)
+>>> nx.set_node_attributes(fw, {v: 1 + 3 * (v % 2) for v in fw}, "bytes")
+>>> segment_chain(training_graph(fw)).describe()["runs"]   # merged two at a time: 4 forward nodes each
+[{'blocks': 19, 'nodes_per_block': 8, 'same_costs': True}]
 >>> g = training_graph(random_layered(60, seed=1).to_networkx(), cost_attr="cost_cost")
 >>> ch = segment_chain(g)                                          # no repetition: segments
 >>> ch.n_stages, ch.describe()["segments"], int((ch.stage < 0).sum()), ch.notes
@@ -134,6 +135,8 @@ def _superblocks(run, min_block: int):
     leave nothing to choose)."""
     m = max(1, -(-min_block // run.fwd.shape[1]))
     L = run.n_blocks // m
+    if L == 0:
+        return run.fwd[:0], run.bwd[:0], 0
     F = run.fwd[:L * m].reshape(L, -1)
     Bk = run.bwd[:L * m].reshape(L, -1)
     return F, Bk, L * m
@@ -154,7 +157,9 @@ def segment_chain(graph, *, segment_size: int | None = None, structure: Structur
         The runs, when already detected.
     min_block : int
         Fewest forward nodes of a stage of a run (consecutive blocks are
-        merged to reach it, :func:`_superblocks`).
+        merged to reach it, :func:`_superblocks`).  Runs of fewer forward
+        nodes than half a segment are cut like the rest (each segment's own
+        menu is as good; sharing one pays at scale).
     """
     fwd_nodes = np.flatnonzero(graph.phase == 0)
     bwd_nodes = np.flatnonzero(graph.phase != 0)
@@ -181,8 +186,8 @@ def segment_chain(graph, *, segment_size: int | None = None, structure: Structur
 
     for r in runs:
         F, Bk, used = _superblocks(r, min_block)
-        if F.shape[0] < min_copies:
-            continue                         # too few blocks once merged: cut like the rest
+        if F.shape[0] < min_copies or r.fwd.size < size // 2:
+            continue                         # too few blocks once merged, or a small run: cut like the rest
         lo, hi = int(pos[r.fwd.min()]), int(pos[r.fwd[used - 1].max()]) + 1
         stretch(at, lo)
         run_info.append((len(fwd), F.shape[0], r.same_costs))
