@@ -152,7 +152,7 @@ def segment_chain(graph, *, segment_size: int | None = None, structure: Structur
     graph : Graph
     segment_size : int, optional
         Target forward nodes per segment of its own (default: an eighth of
-        the forward nodes, between 2 and 96).
+        the forward nodes, between 2 and 48).
     structure : Structure, optional
         The runs, when already detected.
     min_block : int
@@ -167,7 +167,7 @@ def segment_chain(graph, *, segment_size: int | None = None, structure: Structur
         return None
     st = structure if structure is not None else detect_runs(graph, min_copies=min_copies)
     m = fwd_nodes.size
-    size = segment_size or int(np.clip(m // 8, 2, 96))
+    size = segment_size or int(np.clip(m // 8, 2, 48))
     pos = np.full(graph.n, -1, dtype=np.int64)
     pos[fwd_nodes] = np.arange(m)
     cross = crossing_bytes(graph, fwd_nodes)

@@ -42,7 +42,7 @@ from ..limits import Limits
 __all__ = ["MenuTask", "Menu", "menu_tasks", "compute_menu", "compute_menus", "greedy_menu", "EXACT_NODES"]
 
 #: stages of at most this many forward nodes get the exact (SCIP) menu
-EXACT_NODES = 160
+EXACT_NODES = 96
 
 
 @dataclass
@@ -75,7 +75,12 @@ class Menu:
 
 def menu_tasks(problem, chain, *, exact_nodes: int = EXACT_NODES) -> list:
     """The independent menu tasks of a chain: one per kind (the middle block
-    of a run stands for it) and one per segment of its own."""
+    of a run stands for it) and one per segment of its own.
+
+    A block holds the values the next block reads (``fixed``: the residual
+    stream, as in :mod:`hybrid_remat.blocks.solver`); a segment of its own
+    may drop the values later segments read (``needed``: the menu charges
+    their recomputation; the simulator measures what the plan does)."""
     g = problem.graph
     cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
     is_fwd = g.phase == 0
@@ -100,9 +105,12 @@ def menu_tasks(problem, chain, *, exact_nodes: int = EXACT_NODES) -> list:
         loc = np.full(g.n, -1, dtype=np.int64)
         loc[nodes] = np.arange(nodes.size)
         preds = [[int(loc[u]) for u in g.preds(v).tolist() if loc[u] >= 0] for v in nodes.tolist()]
-        tasks.append(MenuTask(("kind", k) if k is not None else ("stage", s), preds, read_by_bwd[nodes],
-                              read_by_later[nodes], cost[nodes], g.bytes[nodes].astype(np.int64),
-                              nodes.size <= exact_nodes))
+        if k is not None:       # a block's values read by the next block (the residual stream): held
+            needed, fixed = read_by_bwd[nodes], read_by_later[nodes]
+        else:                   # a segment's values read later: held or recomputed when read again
+            needed, fixed = read_by_bwd[nodes] | read_by_later[nodes], np.zeros(nodes.size, dtype=bool)
+        tasks.append(MenuTask(("kind", k) if k is not None else ("stage", s), preds, needed, fixed, cost[nodes],
+                              g.bytes[nodes].astype(np.int64), nodes.size <= exact_nodes))
     return tasks
 
 
@@ -147,7 +155,8 @@ def compute_menu(task: MenuTask, *, limits: Limits | None = None, max_options: i
     limits = limits or Limits()
     if task.exact and not limits.expired():
         st = closure_staircase(np.arange(task.needed.size), task.preds, needed=task.needed, fixed=task.fixed,
-                               cost=task.cost, size=task.size, limits=limits, max_points=256, resolution=1 / 64)
+                               cost=task.cost, size=task.size, limits=limits, max_points=2 * max_options,
+                               resolution=1 / max_options)
         pts = st.points
         if pts:
             idx = np.unique(np.round(np.linspace(0, len(pts) - 1, min(max_options, len(pts)))).astype(int))
@@ -165,10 +174,11 @@ def _front(pts: list) -> list:
     """The Pareto front (most memory first) of ``[(held, extra, x)]``."""
     front: list = []
     for h, e, x in sorted(pts, key=lambda p: (-p[0], p[1])):
-        while front and h <= front[-1][0] and e <= front[-1][1]:
+        if front and h == front[-1][0]:
+            continue           # as much memory, no less time
+        while front and e <= front[-1][1]:
             front.pop()        # as cheap with less memory: it replaces the last point
-        if not front or e < front[-1][1]:
-            front.append((h, e, x))
+        front.append((h, e, x))
     return front
 
 
