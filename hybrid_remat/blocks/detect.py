@@ -96,7 +96,7 @@ class BlockStructure:
         return [self.prologue] + [(self.fwd[k], self.bwd[k]) for k in range(self.n_blocks)] + [self.epilogue]
 
 
-def node_signatures(graph) -> np.ndarray:
+def node_signatures(graph, *, shape: bool = True) -> np.ndarray:
     """An int64 hash per node of its op name, output bytes and phase.
 
     The op name is ``graph.meta["op"]``, else the part after ``:`` of names
@@ -105,11 +105,16 @@ def node_signatures(graph) -> np.ndarray:
     the shape of the layer; not the costs, which a profiler measures with
     noise).  In-degree is not hashed: the node of the last layer that reads
     the head's gradient instead of a next layer's still matches its peers
-    (the internal edges of whole blocks are compared afterwards)."""
+    (the internal edges of whole blocks are compared afterwards).
+    ``shape=False``: without the offsets (op name, or nothing, with bytes
+    and phase), to compare whole blocks, where the last layer's gradient
+    reads the loss instead of a next layer's."""
     ops = graph.meta.get("op")
     if ops is None and graph.n and sum(":" in s for s in graph.names) >= 0.9 * graph.n:
         ops = [s.split(":", 1)[-1] for s in graph.names]     # the loss, say, may be named without an op
     phase = graph.phase.tolist()
+    if ops is None and not shape:
+        ops = [""] * graph.n
     if ops is None:
         ops = []
         for v in range(graph.n):
@@ -217,9 +222,10 @@ def _edges(graph) -> tuple:
     return np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.succ_ptr)), graph.succ_idx.astype(np.int64)
 
 
-def _internal_keys(graph, blocks: np.ndarray) -> list:
+def _internal_keys(graph, blocks: np.ndarray, sig: np.ndarray) -> list:
     """Per row of ``blocks`` (``(copies, m)`` node ids, matched by position)
-    a hash of the edges inside it (equal rows: same internal edges)."""
+    a hash of its nodes' signatures and the edges inside it (equal rows: the
+    same nodes and internal edges)."""
     L, m = blocks.shape
     blk = np.full(graph.n, -1, dtype=np.int64)
     loc = np.full(graph.n, -1, dtype=np.int64)
@@ -231,7 +237,7 @@ def _internal_keys(graph, blocks: np.ndarray) -> list:
     order = np.lexsort((key, b))
     b, key = b[order], key[order]
     cut = np.searchsorted(b, np.arange(L + 1))
-    return [hash(key[cut[k]:cut[k + 1]].tobytes()) for k in range(L)]
+    return [hash(key[cut[k]:cut[k + 1]].tobytes() + sig[blocks[k]].tobytes()) for k in range(L)]
 
 
 @dataclass
@@ -273,7 +279,7 @@ def _same_costs(graph, F: np.ndarray, Bk: np.ndarray) -> bool:
                     for k in range(1, F.shape[0])))
 
 
-def _paired_runs(graph, fwd_runs: list, bwd_runs: list, min_copies: int, notes: list) -> list:
+def _paired_runs(graph, fwd_runs: list, bwd_runs: list, sig: np.ndarray, min_copies: int, notes: list) -> list:
     """Forward runs paired with backward ones: for each forward block the
     backward block (of any backward run) that reads most from it; a run keeps
     its longest stretch of blocks paired with consecutive rows of one
@@ -287,6 +293,7 @@ def _paired_runs(graph, fwd_runs: list, bwd_runs: list, min_copies: int, notes: 
     for j, (r, i) in enumerate(rows):
         owner[bwd_runs[r][i]] = j
     src, dst = _edges(graph)
+    plain = node_signatures(graph, shape=False)
     out = []
     for F in fwd_runs:
         fblk = np.full(graph.n, -1, dtype=np.int64)
@@ -311,9 +318,9 @@ def _paired_runs(graph, fwd_runs: list, bwd_runs: list, min_copies: int, notes: 
                          "pair up (no backward blocks read from it in reverse order)")
             continue
         r = pair[lo][0]
-        Bk = bwd_runs[r][[pair[k][1] for k in range(lo, hi)]]
         Fk = F[lo:hi]
-        keys = _internal_keys(graph, np.concatenate([Fk, Bk], axis=1))
+        Bk = bwd_runs[r][[pair[k][1] for k in range(lo, hi)]]
+        keys = _internal_keys(graph, np.concatenate([Fk, Bk], axis=1), plain)
         mid = keys[len(keys) // 2]
         a = b = len(keys) // 2
         while a > 0 and keys[a - 1] == mid:
@@ -351,7 +358,7 @@ def detect_runs(graph, *, min_copies: int = 2) -> Structure:
         notes.append(f"no block repeated {min_copies} times in the "
                      + ("forward" if not fwd_runs else "backward") + " phase")
         return Structure([], notes)
-    runs = _paired_runs(graph, fwd_runs, bwd_runs, min_copies, notes)
+    runs = _paired_runs(graph, fwd_runs, bwd_runs, sig, min_copies, notes)
     runs = [r for r in runs if _contiguous(graph, r)] if runs else runs
     if not runs and not notes:
         notes.append("no run of blocks pairs its forward and backward parts")

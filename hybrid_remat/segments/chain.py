@@ -5,7 +5,7 @@ between runs are cut where few bytes cross into segments of their own.
 
 Segment ``k`` is a stretch of the forward order with the backward nodes
 that differentiate it.  A backward node outside the runs goes to the
-earliest segment among its inputs' (a backward node reads the forward
+earliest stage among its inputs' (a backward node reads the forward
 values of its own segment and the gradients of later ones); one with no
 assigned input to the last segment (the loss's seed).  Values a segment's
 forward part passes to a later segment's forward part cross a *boundary*;
@@ -208,6 +208,9 @@ def segment_chain(graph, *, segment_size: int | None = None, structure: Structur
         p = p[p >= 0]
         stage[v] = int(p.min()) if p.size else S - 1
     for s in range(S):
+        mine = bwd_nodes[stage[bwd_nodes] == s]
         if bwd[s] is None:
-            bwd[s] = bwd_nodes[stage[bwd_nodes] == s]
+            bwd[s] = mine
+        elif mine.size > bwd[s].size:   # a block's backward part, then the nodes assigned to it (no position)
+            bwd[s] = np.concatenate([bwd[s], np.setdiff1d(mine, bwd[s])])
     return SegmentChain(fwd, bwd, np.array(kind, dtype=np.int64), stage, run_info, list(st.notes))
