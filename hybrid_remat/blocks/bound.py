@@ -147,7 +147,8 @@ def _groups(problem, part, t: int, anc, items):
     """``{key: [count, share, rho, cost, size, preds, needed, fixed]}`` of
     the cut's groups (``part``: a :class:`~.detect.BlockStructure` or a
     segment chain: ``stage`` per node, ``kind_of(s)``, ``stage_nodes(s)``,
-    ``same_costs_of(kind)``, ``count_of(kind)``).  Stages of one kind with
+    ``same_costs_of(kind)``, ``count_of(kind)``, ``positioned(s)``: how many of
+    ``stage_nodes(s)`` are matched by position across the kind).  Stages of one kind with
     the same positions in the cut share a key; with different costs the key
     also holds the costs (kinds of up to :data:`EXACT_COST_BLOCKS` stages)
     or the class ``rho`` of the cost ratio to the kind's representative
@@ -171,6 +172,9 @@ def _groups(problem, part, t: int, anc, items):
             block = part.stage_nodes(s)
             pos = np.full(g.n, -1, dtype=np.int64)
             pos[block] = np.arange(block.size)
+            if (pos[nodes] >= part.positioned(s)).any():
+                kind = None            # nodes without a position in the kind: a group of its own
+        if kind is not None:
             share = ("kind", kind, tuple(pos[nodes].tolist()), tuple(np.flatnonzero(needed).tolist()),
                      tuple(np.flatnonzero(fixed).tolist()))
             key = share

@@ -85,6 +85,10 @@ class BlockStructure:
         """The nodes of block ``s`` by position (forward, then backward)."""
         return self.block_nodes(s)
 
+    def positioned(self, s: int) -> int:
+        """How many of :meth:`stage_nodes` match the other blocks' by position (all)."""
+        return int(self.fwd.shape[1] + self.bwd.shape[1])
+
     def same_costs_of(self, kind) -> bool:
         return self.same_costs
 

@@ -55,6 +55,9 @@ class SegmentChain:
         The runs of repeated blocks, as stage ranges.
     notes : list of str
         What detection found and why not.
+    n_bwd_block : list of int
+        Per stage the backward nodes matched by position within its run
+        (the first ones of ``bwd[s]``).
     """
 
     fwd: list
@@ -63,6 +66,7 @@ class SegmentChain:
     stage: np.ndarray = field(repr=False)
     runs: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    n_bwd_block: list = field(default_factory=list)
 
     @property
     def n_stages(self) -> int:
@@ -76,6 +80,12 @@ class SegmentChain:
     def stage_nodes(self, s: int) -> np.ndarray:
         """Forward then backward nodes of stage ``s`` (by position within a run)."""
         return np.concatenate([self.fwd[s], self.bwd[s]])
+
+    def positioned(self, s: int) -> int:
+        """How many of :meth:`stage_nodes` match the other blocks of the run by
+        position (a block's own nodes; backward nodes assigned to it later
+        come after them and match nothing)."""
+        return int(self.fwd[s].size + self.n_bwd_block[s])
 
     def same_costs_of(self, kind) -> bool:
         return bool(self.runs[kind][2])
@@ -207,10 +217,11 @@ def segment_chain(graph, *, segment_size: int | None = None, structure: Structur
         p = stage[graph.preds(v)]
         p = p[p >= 0]
         stage[v] = int(p.min()) if p.size else S - 1
+    n_bwd_block = [0 if b is None else int(b.size) for b in bwd]
     for s in range(S):
         mine = bwd_nodes[stage[bwd_nodes] == s]
         if bwd[s] is None:
             bwd[s] = mine
         elif mine.size > bwd[s].size:   # a block's backward part, then the nodes assigned to it (no position)
             bwd[s] = np.concatenate([bwd[s], np.setdiff1d(mine, bwd[s])])
-    return SegmentChain(fwd, bwd, np.array(kind, dtype=np.int64), stage, run_info, list(st.notes))
+    return SegmentChain(fwd, bwd, np.array(kind, dtype=np.int64), stage, run_info, list(st.notes), n_bwd_block)
