@@ -1,17 +1,26 @@
 """Find repeated blocks (transformer layers, ResNet stages) in a training graph.
 
 A *block* is one layer's forward nodes and the backward nodes that
-differentiate them.  Detection hashes each node's op name, output bytes and
-in-degree (the structure and sizes; costs are compared separately, so layers
-with measured, slightly different costs still share one structure), and
-looks in the forward phase and in the backward phase (index order) for the
-longest run that repeats with one period.  The period's alignment is the one
-whose boundary carries the fewest bytes (a transformer layer boundary carries
-the residual stream only).  Forward and backward blocks are paired by the
-edges between them, and every block must have the same internal edges
-(positions within the block) as the first.
+differentiate them.  Detection hashes each node's op name (or, for graphs
+with node names only, the offsets to its inputs of its phase), output bytes
+and phase (:func:`node_signatures`: the structure and sizes; not in-degree,
+which differs at the last layer, whose gradient reads the head's; not the
+costs, compared separately, so layers with measured, slightly different
+costs still share one structure).  It looks in the forward phase and in the
+backward phase (index order) for the longest run that repeats with one
+period, then, recursively, for runs before and after it (:func:`detect_runs`:
+ResNet stages of different widths, U-Net levels, each a run of its own).
+The period's alignment is the one whose boundary carries the fewest bytes (a
+transformer layer boundary carries the residual stream only).  Forward and
+backward blocks are paired by the edges between them; a run keeps the
+longest stretch of blocks paired in reverse order whose nodes and internal
+edges (positions within the block) equal the middle block's: boundary
+blocks that differ (the first and last layer next to the embedding and the
+head) are left to the stages around, and why is kept in
+:attr:`Structure.notes` (``info`` prints it).
 
-The result (:class:`BlockStructure`) also splits the other nodes into a
+:func:`detect_blocks` returns the run with the most nodes as a
+:class:`BlockStructure`, which also splits the other nodes into a
 *prologue* stage (forward nodes before the first block and the backward nodes
 after the last, e.g. the embedding and its gradient) and an *epilogue* stage
 (forward nodes after the last block and backward nodes before the first,
