@@ -245,5 +245,9 @@ def test_menus_are_independent_tasks():
     assert r.plan is not None and simulate(p, r.plan).valid
 
 
-def test_registered():
+def test_registered_and_conformant():
+    from hybrid_remat import testing
+
     assert "segments" in plugins.formulations()
+    report = testing.check_formulation(plugins.formulations()["segments"])
+    assert set(report["checks"].values()) == {"passed"} and "optimal" in report["status"].values()
