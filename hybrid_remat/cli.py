@@ -109,6 +109,9 @@ def cmd_info(args) -> int:
         why = (f"the exact search covers graphs up to {EXACT_MAX_NODES} nodes" if g.n > EXACT_MAX_NODES
                else f"the exact search did not settle it in {args.search_time:g} s")
         print(f"smallest feasible    between {feas.lower} B and {feas.upper} B ({why})")
+    from .segments.report import structure_lines  # the structure section (i20core)
+
+    print("\n".join(structure_lines(g)))
     return 0
 
 

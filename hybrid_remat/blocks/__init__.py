@@ -2,7 +2,7 @@
 by hashing, solved exactly one block of each kind with SCIP and combined
 across the chain of blocks (Rockmate's idea, with bounds).
 
-* :mod:`.detect` -- :func:`detect_blocks`: the layers of a training graph.
+* :mod:`.detect` -- :func:`detect_runs`: every run of repeated blocks; :func:`detect_blocks`: the main one.
 * :mod:`.schedule` -- keep-or-recompute-once plans (a keep set -> sequence -> plan).
 * :mod:`.staircase` -- a block's exact (held, extra) Pareto front (SCIP).
 * :mod:`.solver` -- :func:`solve_blocks`: menus, simulator-measured peaks,
@@ -13,11 +13,11 @@ across the chain of blocks (Rockmate's idea, with bounds).
 """
 
 from .bound import BlockBoundSource, block_lower_bound
-from .detect import BlockStructure, detect_blocks
+from .detect import BlockStructure, Structure, detect_blocks, detect_runs
 from .formulation import BlocksFormulation
 from .solver import solve_blocks
 
-__all__ = ["BlockStructure", "detect_blocks", "solve_blocks", "block_lower_bound", "BlockBoundSource",
+__all__ = ["BlockStructure", "Structure", "detect_blocks", "detect_runs", "solve_blocks", "block_lower_bound", "BlockBoundSource",
            "BlocksFormulation", "warmup"]
 
 

@@ -33,6 +33,20 @@ most its optimum.  Identical blocks (same positions in ``A`` and ``N``, same
 costs) share one staircase, so the bound costs a few small SCIP models at
 any depth.
 
+(4) Stages of one kind whose costs differ (a profiler's measurements) have
+the same closure model but for the objective.  If ``c_k >= rho * c_rep``
+elementwise (``rho`` the smallest ratio over the group's nodes, rounded
+down), every feasible ``(x, r)`` has ``c_k . r >= rho * c_rep . r``, so
+``E_k(h) >= rho * E_rep(h)`` for every ``h``: the representative's
+staircase with its extra bounds times ``rho`` is a valid front for stage
+``k``.  Kinds of more than :data:`EXACT_COST_BLOCKS` stages use it (one
+staircase, a class per ``rho``); smaller kinds are solved with their own
+costs.  A group whose staircase was stopped by the limits before any point
+keeps only the item (bytes of its inputs of ``t``, 0 s), which every held
+set of it dominates.  Any partition of the nodes into groups gives a valid
+bound (step 2 never uses what the groups are), so the same statement holds
+for the segment chains of :mod:`hybrid_remat.segments`.
+
 It is at most the chains MILP of the same cut (step 2 relaxes it) and in
 practice equal to it on layered models, whose groups touch only through the
 residual stream.
@@ -83,38 +97,102 @@ class BlockBound:
     tolerance: float = 0.0
 
 
-def _groups(problem, bs: BlockStructure, t: int, anc, items):
-    """``{key: (count, nodes, preds, needed, fixed)}`` of the cut's groups;
-    identical blocks share a key."""
+#: blocks with different costs (measured with noise) share one staircase per class of this many blocks or more
+EXACT_COST_BLOCKS = 16
+#: the cost ratio of a class is rounded down to a multiple of this
+RATIO_STEP = 0.005
+
+
+def _cost_ratio(c_block: np.ndarray, c_rep: np.ndarray) -> float:
+    """The largest ``rho`` with ``c_block >= rho * c_rep`` elementwise (nodes
+    of zero representative cost bound nothing), rounded down to
+    :data:`RATIO_STEP` and at most 1."""
+    pos = c_rep > 0
+    if not pos.any():
+        return 1.0
+    rho = float(np.min(c_block[pos] / c_rep[pos]))
+    return max(0.0, min(1.0, math.floor(rho / RATIO_STEP) * RATIO_STEP))
+
+
+class _Scaled:
+    """A staircase whose bound items are scaled by ``rho`` (its costs are a
+    representative's; a group's own costs are at least ``rho`` times them)."""
+
+    def __init__(self, st, rho: float):
+        self.st, self.rho = st, rho
+
+    @property
+    def points(self):
+        return self.st.points
+
+    @property
+    def slack(self) -> float:
+        return self.rho * self.st.slack
+
+    @property
+    def stats(self):
+        return self.st.stats
+
+    def bound_items(self) -> list:
+        return [(h, self.rho * e) for h, e in self.st.bound_items()]
+
+    def refine(self, i, limits=None):
+        return self.st.refine(i, limits)
+
+    def close(self) -> None:
+        self.st.close()
+
+
+def _groups(problem, part, t: int, anc, items):
+    """``{key: [count, share, rho, cost, size, preds, needed, fixed]}`` of
+    the cut's groups (``part``: a :class:`~.detect.BlockStructure` or a
+    segment chain: ``stage`` per node, ``kind_of(s)``, ``stage_nodes(s)``,
+    ``same_costs_of(kind)``, ``count_of(kind)``, ``positioned(s)``: how many of
+    ``stage_nodes(s)`` are matched by position across the kind).  Stages of one kind with
+    the same positions in the cut share a key; with different costs the key
+    also holds the costs (kinds of up to :data:`EXACT_COST_BLOCKS` stages)
+    or the class ``rho`` of the cost ratio to the kind's representative
+    (proof in the module docstring).  Groups of one ``share`` key use one
+    staircase (with the representative's ``cost``)."""
     g = problem.graph
     cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
     inputs = np.zeros(g.n, dtype=bool)
     inputs[g.preds(t)] = True
-    stage = bs.stage
-    L = bs.n_blocks
+    stage = part.stage
     out: dict = {}
+    reps: dict = {}
     members = np.flatnonzero(anc)
     for s in np.unique(stage[members]).tolist():
         nodes = members[stage[members] == s]
+        needed = items[nodes]
+        fixed = inputs[nodes]
+        kind = part.kind_of(s)
+        rho = 1.0
+        if kind is not None:
+            block = part.stage_nodes(s)
+            pos = np.full(g.n, -1, dtype=np.int64)
+            pos[block] = np.arange(block.size)
+            if (pos[nodes] >= part.positioned(s)).any():
+                kind = None            # nodes without a position in the kind: a group of its own
+        if kind is not None:
+            share = ("kind", kind, tuple(pos[nodes].tolist()), tuple(np.flatnonzero(needed).tolist()),
+                     tuple(np.flatnonzero(fixed).tolist()))
+            key = share
+            if not part.same_costs_of(kind):
+                if part.count_of(kind) <= EXACT_COST_BLOCKS:
+                    share = key = share + (tuple(cost[nodes].tolist()),)
+                else:
+                    rho = _cost_ratio(cost[nodes], reps.setdefault(share, cost[nodes]))
+                    key = share + (rho,)
+        else:
+            share = key = ("stage", s)
+        if key in out:
+            out[key][0] += 1
+            continue
         loc = np.full(g.n, -1, dtype=np.int64)
         loc[nodes] = np.arange(nodes.size)
         preds = [[int(loc[u]) for u in g.preds(v).tolist() if loc[u] >= 0] for v in nodes.tolist()]
-        needed = items[nodes]
-        fixed = inputs[nodes]
-        if 0 <= s < L:
-            block = bs.block_nodes(s)
-            pos = np.full(g.n, -1, dtype=np.int64)
-            pos[block] = np.arange(block.size)
-            key = ("block", tuple(pos[nodes].tolist()), tuple(np.flatnonzero(needed).tolist()),
-                   tuple(np.flatnonzero(fixed).tolist()))
-            if not bs.same_costs:
-                key += (tuple(cost[nodes].tolist()),)
-        else:
-            key = ("stage", s)
-        if key in out:
-            out[key] = (out[key][0] + 1,) + out[key][1:]
-        else:
-            out[key] = (1, nodes, preds, needed, fixed)
+        out[key] = [1, share, rho, reps.get(share, cost[nodes]), g.bytes[nodes], preds, needed, fixed]
     return out
 
 
@@ -124,23 +202,28 @@ def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = 
     from ..exact.bounds import cut_items
 
     g = problem.graph
-    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
     anc, items = cut_items(g, t)
     cap = int(problem.budgets[0]) - int(g.bytes[t])
     groups = _groups(problem, bs, t, anc, items)
     fronts = []
     fixed_bytes = 0
-    for count, nodes, preds, needed, fixed in groups.values():
+    shared: dict = {}
+    max_points = int(np.clip(2048 // max(1, len(groups)), 8, 256))
+    for count, share, rho, c, size, preds, needed, fixed in groups.values():
         if not needed.any():   # nothing of this group must survive the cut: it holds its inputs of t only
-            fixed_bytes += int(g.bytes[nodes][fixed].sum()) * count
+            fixed_bytes += int(size[fixed].sum()) * count
             continue
-        st = closure_staircase(nodes, preds, needed=needed, fixed=fixed, cost=cost[nodes], size=g.bytes[nodes],
-                               limits=limits, max_points=256, keep_open=True, resolution=1 / 64)
-        fronts.append((count, st))
-        if not st.points:
-            break
+        st = shared.get(share)
+        if st is None and not limits.expired():
+            st = closure_staircase(np.arange(size.size), preds, needed=needed, fixed=fixed, cost=c, size=size,
+                                   limits=limits, max_points=max_points, keep_open=True, resolution=1 / 64)
+            shared[share] = st
+        if st is None or not st.points:   # stopped: the group holds its inputs of t, at no less than no time
+            fixed_bytes += int(size[fixed].sum()) * count
+            continue
+        fronts.append((count, st if rho == 1.0 else _Scaled(st, rho)))
     try:
-        if not fronts or not all(st.points for _, st in fronts):
+        if not fronts and not shared:
             return None
         value, used, slack = _allocate_bound(fronts, cap - fixed_bytes, limits)
         done = 0
@@ -149,8 +232,12 @@ def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = 
             gaps = [(k, i) for k, i in used if fronts[k][1].points[i].covers_from < fronts[k][1].points[i].held]
             if not gaps or limits.expired():
                 break
+            seen = set()
             for k, i in sorted(gaps, key=lambda x: -x[1]):     # from the back: indices stay valid
-                fronts[k][1].refine(i, limits)
+                st = fronts[k][1]
+                if (id(getattr(st, "st", st)), i) not in seen:  # groups of one share key: one staircase
+                    seen.add((id(getattr(st, "st", st)), i))
+                    st.refine(i, limits)
             done += 1
             if limits.expired():
                 break
@@ -158,11 +245,11 @@ def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = 
             if again > value:                  # every round's dual bound is valid
                 value, slack = again, again_slack
     finally:
-        for _, st in fronts:
+        for st in shared.values():
             st.close()
-    stats.setdefault("cuts", []).append({"node": int(t), "groups": len(groups), "kinds": len(fronts),
+    stats.setdefault("cuts", []).append({"node": int(t), "groups": len(groups), "kinds": len(shared),
                                          "refinements": done,
-                                         "solves": sum(st.stats.get("solves", 0) for _, st in fronts)})
+                                         "solves": sum(st.stats.get("solves", 0) for st in shared.values())})
     return value, slack
 
 

@@ -1,17 +1,26 @@
 """Find repeated blocks (transformer layers, ResNet stages) in a training graph.
 
 A *block* is one layer's forward nodes and the backward nodes that
-differentiate them.  Detection hashes each node's op name, output bytes and
-in-degree (the structure and sizes; costs are compared separately, so layers
-with measured, slightly different costs still share one structure), and
-looks in the forward phase and in the backward phase (index order) for the
-longest run that repeats with one period.  The period's alignment is the one
-whose boundary carries the fewest bytes (a transformer layer boundary carries
-the residual stream only).  Forward and backward blocks are paired by the
-edges between them, and every block must have the same internal edges
-(positions within the block) as the first.
+differentiate them.  Detection hashes each node's op name (or, for graphs
+with node names only, the offsets to its inputs of its phase), output bytes
+and phase (:func:`node_signatures`: the structure and sizes; not in-degree,
+which differs at the last layer, whose gradient reads the head's; not the
+costs, compared separately, so layers with measured, slightly different
+costs still share one structure).  It looks in the forward phase and in the
+backward phase (index order) for the longest run that repeats with one
+period, then, recursively, for runs before and after it (:func:`detect_runs`:
+ResNet stages of different widths, U-Net levels, each a run of its own).
+The period's alignment is the one whose boundary carries the fewest bytes (a
+transformer layer boundary carries the residual stream only).  Forward and
+backward blocks are paired by the edges between them; a run keeps the
+longest stretch of blocks paired in reverse order whose nodes and internal
+edges (positions within the block) equal the middle block's: boundary
+blocks that differ (the first and last layer next to the embedding and the
+head) are left to the stages around, and why is kept in
+:attr:`Structure.notes` (``info`` prints it).
 
-The result (:class:`BlockStructure`) also splits the other nodes into a
+:func:`detect_blocks` returns the run with the most nodes as a
+:class:`BlockStructure`, which also splits the other nodes into a
 *prologue* stage (forward nodes before the first block and the backward nodes
 after the last, e.g. the embedding and its gradient) and an *epilogue* stage
 (forward nodes after the last block and backward nodes before the first,
@@ -40,7 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["BlockStructure", "detect_blocks", "node_signatures"]
+__all__ = ["BlockStructure", "Run", "Structure", "detect_blocks", "detect_runs", "node_signatures"]
 
 
 @dataclass
@@ -76,26 +85,57 @@ class BlockStructure:
         """Forward then backward nodes of block ``k``."""
         return np.concatenate([self.fwd[k], self.bwd[k]])
 
+    def kind_of(self, s: int):
+        """Stages of one kind share a menu and bound staircases: every block is of kind 0; the
+        prologue and epilogue are of their own (``None``)."""
+        return 0 if 0 <= s < self.n_blocks else None
+
+    def stage_nodes(self, s: int) -> np.ndarray:
+        """The nodes of block ``s`` by position (forward, then backward)."""
+        return self.block_nodes(s)
+
+    def positioned(self, s: int) -> int:
+        """How many of :meth:`stage_nodes` match the other blocks' by position (all)."""
+        return int(self.fwd.shape[1] + self.bwd.shape[1])
+
+    def same_costs_of(self, kind) -> bool:
+        return self.same_costs
+
+    def count_of(self, kind) -> int:
+        return self.n_blocks
+
     def stages(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """``[(fwd, bwd)]`` of the prologue, every block and the epilogue, in forward order."""
         return [self.prologue] + [(self.fwd[k], self.bwd[k]) for k in range(self.n_blocks)] + [self.epilogue]
 
 
-def node_signatures(graph) -> np.ndarray:
-    """An int64 hash per node of (op name, output bytes, in-degree).
+def node_signatures(graph, *, shape: bool = True) -> np.ndarray:
+    """An int64 hash per node of its op name, output bytes and phase.
 
     The op name is ``graph.meta["op"]``, else the part after ``:`` of names
-    written ``"index:op"``; graphs with neither (names are identifiers) use
-    the costs rounded to 4 digits instead."""
+    written ``"index:op"`` (when nine in ten are); graphs with neither (names are identifiers) use
+    the offsets to the node's inputs of its own phase instead (``v - u``,
+    the shape of the layer; not the costs, which a profiler measures with
+    noise).  In-degree is not hashed: the node of the last layer that reads
+    the head's gradient instead of a next layer's still matches its peers
+    (the internal edges of whole blocks are compared afterwards).
+    ``shape=False``: without the offsets (op name, or nothing, with bytes
+    and phase), to compare whole blocks, where the last layer's gradient
+    reads the loss instead of a next layer's."""
     ops = graph.meta.get("op")
-    if ops is None and graph.n and all(":" in s for s in graph.names):
-        ops = [s.split(":", 1)[-1] for s in graph.names]
+    if ops is None and graph.n and sum(":" in s for s in graph.names) >= 0.9 * graph.n:
+        ops = [s.split(":", 1)[-1] for s in graph.names]     # the loss, say, may be named without an op
+    phase = graph.phase.tolist()
+    if ops is None and not shape:
+        ops = [""] * graph.n
     if ops is None:
-        c = graph.costs[graph.cost_kinds[0]] if graph.cost_kinds else np.zeros(graph.n)
-        ops = [f"{x:.4g}" for x in c.tolist()]
-    indeg = np.diff(graph.pred_ptr)
-    return np.array([zlib.crc32(f"{o}|{b}|{d}".encode()) for o, b, d in zip(ops, graph.bytes.tolist(),
-                                                                            indeg.tolist())], dtype=np.int64)
+        ops = []
+        for v in range(graph.n):
+            inputs = graph.preds(v)
+            inputs = inputs[graph.phase[inputs] == graph.phase[v]]
+            ops.append(",".join(str(int(v - u)) for u in np.sort(inputs)[-8:].tolist()))
+    return np.array([zlib.crc32(f"{o}|{b}|{f}".encode()) for o, b, f in zip(ops, graph.bytes.tolist(), phase)],
+                    dtype=np.int64)
 
 
 def _longest_run(eq: np.ndarray) -> tuple[int, int]:
@@ -153,12 +193,12 @@ def _crossing_bytes(graph, edges: tuple, P: int, offset: int, copies: int) -> in
     return int(graph.bytes[np.unique(src[inside][cross])].sum())
 
 
-def _blocks_of_phase(graph, nodes: np.ndarray, sig: np.ndarray, min_copies: int) -> np.ndarray | None:
+def _blocks_of_phase(graph, nodes: np.ndarray, sig: np.ndarray, min_copies: int, edges=None) -> np.ndarray | None:
     """``(copies, P)`` node ids of the best repeated block of one phase: the
     most nodes covered, then the fewest boundary bytes (within 1 %: the
     earliest alignment)."""
     options = []
-    edges = _phase_edges(graph, nodes)
+    edges = _phase_edges(graph, nodes) if edges is None else edges
     for P, start, length in _periods(sig[nodes], min_copies):
         for offset in range(start, start + min(P, length - min_copies * P + 1)):
             copies = (start + length - offset) // P
@@ -174,14 +214,31 @@ def _blocks_of_phase(graph, nodes: np.ndarray, sig: np.ndarray, min_copies: int)
     return nodes[offset:offset + copies * P].reshape(copies, P)
 
 
+def _runs_of_phase(graph, nodes: np.ndarray, sig: np.ndarray, min_copies: int, depth: int = 0) -> list:
+    """Every run of repetition of one phase: the best run
+    (:func:`_blocks_of_phase`), then, recursively, the runs of the stretches
+    before and after it (ResNet stages of different widths, U-Net levels);
+    in node order."""
+    if nodes.size < 2 * min_copies or depth > 12:
+        return []
+    F = _blocks_of_phase(graph, nodes, sig, min_copies)
+    if F is None or F.shape[1] < 2:       # one node repeated is no layer
+        return []
+    lo = int(np.searchsorted(nodes, F.min()))
+    hi = int(np.searchsorted(nodes, F.max())) + 1
+    return (_runs_of_phase(graph, nodes[:lo], sig, min_copies, depth + 1) + [F]
+            + _runs_of_phase(graph, nodes[hi:], sig, min_copies, depth + 1))
+
+
 def _edges(graph) -> tuple:
     """``(src, dst)`` of every edge."""
     return np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.succ_ptr)), graph.succ_idx.astype(np.int64)
 
 
-def _same_internal_edges(graph, blocks: np.ndarray) -> bool:
-    """Whether every row of ``blocks`` (``(copies, m)`` node ids, matched by
-    position) has the same edges inside it."""
+def _internal_keys(graph, blocks: np.ndarray, sig: np.ndarray) -> list:
+    """Per row of ``blocks`` (``(copies, m)`` node ids, matched by position)
+    a hash of its nodes' signatures and the edges inside it (equal rows: the
+    same nodes and internal edges)."""
     L, m = blocks.shape
     blk = np.full(graph.n, -1, dtype=np.int64)
     loc = np.full(graph.n, -1, dtype=np.int64)
@@ -191,31 +248,146 @@ def _same_internal_edges(graph, blocks: np.ndarray) -> bool:
     inside = (blk[src] >= 0) & (blk[src] == blk[dst])
     b, key = blk[src[inside]], loc[src[inside]] * m + loc[dst[inside]]
     order = np.lexsort((key, b))
-    counts = np.bincount(b, minlength=L)
-    if np.any(counts != counts[0]):
-        return False
-    key = key[order].reshape(L, int(counts[0]))
-    return bool(np.all(key == key[0]))
+    b, key = b[order], key[order]
+    cut = np.searchsorted(b, np.arange(L + 1))
+    return [hash(key[cut[k]:cut[k + 1]].tobytes() + sig[blocks[k]].tobytes()) for k in range(L)]
 
 
-def _pairing(graph, F: np.ndarray, Bk: np.ndarray) -> list:
-    """For each forward block the backward block that reads most from it
-    (``-1``: none reads from it)."""
+@dataclass
+class Run:
+    """One run of repetition: ``fwd[k]``/``bwd[k]`` are block ``k``'s
+    forward and backward nodes, matched by position (see
+    :class:`BlockStructure`)."""
+
+    fwd: np.ndarray
+    bwd: np.ndarray
+    same_costs: bool = True
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.fwd.shape[0])
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.fwd.size + self.bwd.size)
+
+
+@dataclass
+class Structure:
+    """What :func:`detect_runs` found: the runs of repetition in forward
+    order (possibly none), and ``notes``, what it tried and why something
+    was left out (for ``info``)."""
+
+    runs: list
+    notes: list = field(default_factory=list)
+
+    @property
+    def why_not(self) -> str:
+        return "" if self.runs else (self.notes[-1] if self.notes else "no repeated blocks")
+
+
+def _same_costs(graph, F: np.ndarray, Bk: np.ndarray) -> bool:
+    cost = np.stack([graph.costs[k] for k in graph.cost_kinds]) if graph.cost_kinds else np.zeros((1, graph.n))
+    return bool(all(np.array_equal(cost[:, F[k]], cost[:, F[0]]) and np.array_equal(cost[:, Bk[k]], cost[:, Bk[0]])
+                    for k in range(1, F.shape[0])))
+
+
+def _paired_runs(graph, fwd_runs: list, bwd_runs: list, sig: np.ndarray, min_copies: int, notes: list) -> list:
+    """Forward runs paired with backward ones: for each forward block the
+    backward block (of any backward run) that reads most from it; a run keeps
+    its longest stretch of blocks paired with consecutive rows of one
+    backward run in reverse order whose forward-plus-backward internal edges
+    equal the middle block's (blocks that differ, like the first and last
+    layer next to the embedding and the head, are left to the stages around)."""
+    if not bwd_runs:
+        return []
+    rows = [(r, i) for r, Bk in enumerate(bwd_runs) for i in range(Bk.shape[0])]
     owner = np.full(graph.n, -1, dtype=np.int64)
-    owner[Bk] = np.arange(Bk.shape[0])[:, None]
-    fblk = np.full(graph.n, -1, dtype=np.int64)
-    fblk[F] = np.arange(F.shape[0])[:, None]
+    for j, (r, i) in enumerate(rows):
+        owner[bwd_runs[r][i]] = j
     src, dst = _edges(graph)
-    both = (fblk[src] >= 0) & (owner[dst] >= 0)
-    counts = np.bincount(fblk[src[both]] * Bk.shape[0] + owner[dst[both]],
-                         minlength=F.shape[0] * Bk.shape[0]).reshape(F.shape[0], Bk.shape[0])
-    return [int(row.argmax()) if row.any() else -1 for row in counts]
+    plain = node_signatures(graph, shape=False)
+    out = []
+    for F in fwd_runs:
+        fblk = np.full(graph.n, -1, dtype=np.int64)
+        fblk[F] = np.arange(F.shape[0])[:, None]
+        both = (fblk[src] >= 0) & (owner[dst] >= 0)
+        counts = np.bincount(fblk[src[both]] * len(rows) + owner[dst[both]],
+                             minlength=F.shape[0] * len(rows)).reshape(F.shape[0], len(rows))
+        pair = [rows[int(c.argmax())] if c.any() else (-1, -1) for c in counts]
+        best = (0, 0)
+        k = 0
+        while k < len(pair):         # longest stretch paired with consecutive backward rows, reversed
+            j = k
+            while (j + 1 < len(pair) and pair[j][0] >= 0 and pair[j + 1][0] == pair[j][0]
+                   and pair[j + 1][1] == pair[j][1] - 1):
+                j += 1
+            if pair[k][0] >= 0 and j + 1 - k > best[1] - best[0]:
+                best = (k, j + 1)
+            k = j + 1
+        lo, hi = best
+        if hi - lo < min_copies:
+            notes.append(f"a forward run of {F.shape[0]} blocks of {F.shape[1]} nodes: its backward parts do not "
+                         "pair up (no backward blocks read from it in reverse order)")
+            continue
+        r = pair[lo][0]
+        Fk = F[lo:hi]
+        Bk = bwd_runs[r][[pair[k][1] for k in range(lo, hi)]]
+        keys = _internal_keys(graph, np.concatenate([Fk, Bk], axis=1), plain)
+        mid = keys[len(keys) // 2]
+        a = b = len(keys) // 2
+        while a > 0 and keys[a - 1] == mid:
+            a -= 1
+        while b + 1 < len(keys) and keys[b + 1] == mid:
+            b += 1
+        if b + 1 - a < min_copies:
+            notes.append(f"a run of {hi - lo} blocks of {F.shape[1]}+{Bk.shape[1]} nodes: internal edges differ")
+            continue
+        if (lo, hi) != (0, F.shape[0]) or (a, b + 1) != (0, len(keys)):
+            notes.append(f"{F.shape[0] - (b + 1 - a)} of {F.shape[0]} blocks of a run differ from the others "
+                         "(boundary blocks): left to the stages around")
+        Fk, Bk = Fk[a:b + 1], Bk[a:b + 1]
+        out.append(Run(Fk, Bk, _same_costs(graph, Fk, Bk)))
+    return out
+
+
+def detect_runs(graph, *, min_copies: int = 2) -> Structure:
+    """Every run of repeated blocks of a training graph (:class:`Structure`):
+    runs of each phase by periods of the node signatures
+    (:func:`node_signatures`), paired forward-to-backward, boundary blocks
+    that differ left out (:func:`_paired_runs`); ``runs`` is empty, with the
+    reason in ``notes``, when nothing repeats."""
+    notes: list = []
+    fwd_nodes = np.flatnonzero(graph.phase == 0)
+    bwd_nodes = np.flatnonzero(graph.phase != 0)
+    if fwd_nodes.size == 0 or bwd_nodes.size == 0:
+        return Structure([], ["no backward phase (not a training graph)"])
+    if fwd_nodes[-1] > bwd_nodes[0]:
+        return Structure([], ["forward and backward nodes interleave in the node order"])
+    sig = node_signatures(graph)
+    fwd_runs = _runs_of_phase(graph, fwd_nodes, sig, min_copies)
+    bwd_runs = _runs_of_phase(graph, bwd_nodes, sig, min_copies)
+    if not fwd_runs or not bwd_runs:
+        notes.append(f"no block repeated {min_copies} times in the "
+                     + ("forward" if not fwd_runs else "backward") + " phase")
+        return Structure([], notes)
+    runs = _paired_runs(graph, fwd_runs, bwd_runs, sig, min_copies, notes)
+    runs = [r for r in runs if _contiguous(graph, r)] if runs else runs
+    if not runs and not notes:
+        notes.append("no run of blocks pairs its forward and backward parts")
+    return Structure(sorted(runs, key=lambda r: int(r.fwd[0, 0])), notes)
+
+
+def _contiguous(graph, run: Run) -> bool:
+    """The run's forward nodes, and its backward nodes, fill one stretch of the node order each."""
+    f, b = np.sort(run.fwd.ravel()), np.sort(run.bwd.ravel())
+    return bool(f[-1] - f[0] + 1 == f.size and b[-1] - b[0] + 1 == b.size)
 
 
 def detect_blocks(graph, *, min_copies: int = 2) -> BlockStructure | None:
-    """The repeated blocks of a training graph, or ``None`` (no backward
-    phase, no block repeated ``min_copies`` times, or blocks whose forward
-    and backward parts do not pair up or whose internal edges differ).
+    """The main run of repeated blocks of a training graph (the run with the
+    most nodes, :func:`detect_runs`), with every other node in the prologue
+    or the epilogue; ``None`` when nothing repeats.
 
     Parameters
     ----------
@@ -223,38 +395,25 @@ def detect_blocks(graph, *, min_copies: int = 2) -> BlockStructure | None:
     min_copies : int
         Fewest repetitions that count as repeated structure.
     """
+    return graph_blocks(graph, detect_runs(graph, min_copies=min_copies))
+
+
+def graph_blocks(graph, structure: Structure) -> BlockStructure | None:
+    """The :class:`BlockStructure` of ``structure``'s main run (``None``: no run)."""
+    if not structure.runs:
+        return None
+    run = max(structure.runs, key=lambda r: r.n_nodes)
+    F, Bk = run.fwd, run.bwd
     fwd_nodes = np.flatnonzero(graph.phase == 0)
     bwd_nodes = np.flatnonzero(graph.phase != 0)
-    if fwd_nodes.size == 0 or bwd_nodes.size == 0 or fwd_nodes[-1] > bwd_nodes[0]:
-        return None
-    sig = node_signatures(graph)
-    F = _blocks_of_phase(graph, fwd_nodes, sig, min_copies)
-    Bk = _blocks_of_phase(graph, bwd_nodes, sig, min_copies)
-    if F is None or Bk is None:
-        return None
-    # pair each forward block with the backward block that reads most from it
-    pair = _pairing(graph, F, Bk)
-    if F.shape[0] != Bk.shape[0] or sorted(pair) != list(range(F.shape[0])):
-        return None
-    Bk = Bk[pair]
-    if not _same_internal_edges(graph, np.concatenate([F, Bk], axis=1)):
-        return None
     L = F.shape[0]
     stage = np.full(graph.n, -1, dtype=np.int64)
-    for k in range(L):
-        stage[F[k]] = k
-        stage[Bk[k]] = k
-    first_b = int(Bk.min())
-    last_b = int(Bk.max())
+    stage[F] = np.arange(L)[:, None]
+    stage[Bk] = np.arange(L)[:, None]
     epi_f = fwd_nodes[fwd_nodes > F.max()]
-    epi_b = bwd_nodes[bwd_nodes < first_b]
+    epi_b = bwd_nodes[bwd_nodes < Bk.min()]
     pro_f = fwd_nodes[fwd_nodes < F.min()]
-    pro_b = bwd_nodes[bwd_nodes > last_b]
-    if pro_f.size + epi_f.size + pro_b.size + epi_b.size + F.size + Bk.size != graph.n:
-        return None  # nodes between blocks that belong to no stage
+    pro_b = bwd_nodes[bwd_nodes > Bk.max()]
     stage[epi_f] = L
     stage[epi_b] = L
-    cost = np.stack([graph.costs[k] for k in graph.cost_kinds])
-    same = bool(all(np.array_equal(cost[:, F[k]], cost[:, F[0]]) and np.array_equal(cost[:, Bk[k]], cost[:, Bk[0]])
-                    for k in range(1, L)))
-    return BlockStructure(F, Bk, (pro_f, pro_b), (epi_f, epi_b), stage, same)
+    return BlockStructure(F, Bk, (pro_f, pro_b), (epi_f, epi_b), stage, run.same_costs)

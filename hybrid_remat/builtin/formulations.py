@@ -1,5 +1,5 @@
 """Built-in exact formulations (the staged Checkmate model, its
-decomposition, the repeated-block solver), the heuristic that shares the
+decomposition, the repeated-block solver, the segment-chain solver), the heuristic that shares the
 Checkmate model builder (LP rounding) and the bounds over every plan
 (the cut bound, the block bound), registered through the plugin hooks."""
 
@@ -11,8 +11,9 @@ def hybrid_remat_register_formulations():
     from ..blocks import BlocksFormulation
     from ..exact.checkmate import CheckmateFormulation
     from ..exact.decompose import DecomposedFormulation
+    from ..segments.formulation import SegmentsFormulation
 
-    return [CheckmateFormulation(), DecomposedFormulation(), BlocksFormulation()]
+    return [CheckmateFormulation(), DecomposedFormulation(), BlocksFormulation(), SegmentsFormulation()]
 
 
 @hookimpl

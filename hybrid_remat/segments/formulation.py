@@ -1,0 +1,91 @@
+"""The segment-chain solver and its bound as a registered formulation
+(``segments``): any single-device training graph, with or without
+repetition.
+
+``solve`` runs :func:`~hybrid_remat.segments.solver.solve_segments` (a
+simulator-checked plan of the keep-or-recompute-once class) with most of its
+limits, then :func:`~hybrid_remat.segments.bound.segment_lower_bound` (a
+bound over every plan) with the rest; ``status`` is ``optimal`` only when the
+plan reaches that bound.  The menus are independent tasks
+(:func:`~hybrid_remat.segments.menus.menu_tasks`); a portfolio that runs them
+on its workers passes the results as ``menus=`` to
+:func:`~hybrid_remat.segments.solver.solve_segments`.
+
+Examples
+--------
+>>> import networkx as nx
+>>> from hybrid_remat.generators import training_graph
+>>> from hybrid_remat.problem import Problem
+>>> g = training_graph(nx.path_graph(6, create_using=nx.DiGraph))
+>>> r = SegmentsFormulation().solve(Problem.single(g, "70%"))
+>>> r.status in ("optimal", "feasible"), r.lower_bound <= r.objective
+(True, True)
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..exact._scip import check_bound
+from ..interfaces import ALL_PLANS, Formulation, FormulationResult
+from .bound import segment_lower_bound
+from .chain import segment_chain
+from .solver import solve_segments
+
+__all__ = ["SegmentsFormulation"]
+
+
+class SegmentsFormulation(Formulation):
+    """A chain of segments (repeated blocks share menus), menus exact where
+    small, combined by a DP; the partition's cut bound proves what it can."""
+
+    name = "segments"
+    version = "1"
+    capabilities = frozenset({"dag", "single_device", "needs_budget", "serial", "exact", "honours_limits"})
+    rank = 8.5
+    bound_scope = ALL_PLANS
+
+    def chain(self, graph):
+        """The graph's chain (:func:`~hybrid_remat.segments.chain.segment_chain`), kept with the graph."""
+        return graph.derived("segment_chain", segment_chain)
+
+    def applicable(self, problem) -> tuple[bool, str]:
+        from ..exact.bounds import serial_single_device
+
+        ok, why = serial_single_device(problem)
+        if not ok:
+            return ok, why
+        if self.chain(problem.graph) is None:
+            return False, "not a training graph (no backward phase after the forward phase)"
+        return True, ""
+
+    def predict_seconds(self, problem) -> float:
+        """Menus (SCIP, about 0.2 s per segment of its own) and a few dozen
+        simulations of the whole graph."""
+        ch = self.chain(problem.graph)
+        segments = 0 if ch is None else int((ch.kind < 0).sum()) + len(ch.runs)
+        return 1.0 + 0.2 * segments + 3e-5 * problem.graph.n
+
+    def solve(self, problem, *, incumbent=None, time_limit: float | None = None, node_limit=None, seed: int = 0,
+              threads: int = 1, on_incumbent=None, on_bound=None, stop=None, limits=None) -> FormulationResult:
+        lim = self.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+        ok, why = self.applicable(problem)
+        if not ok:
+            return FormulationResult("no_solution", stats={"skipped": why})
+        ch = self.chain(problem.graph)
+        left = lim.left()
+        r = solve_segments(problem, chain=ch, on_incumbent=on_incumbent,
+                           limits=lim.share(0.7 * left) if math.isfinite(left) else lim)
+        bb = segment_lower_bound(problem, ch, limits=lim, target=r.objective)
+        if on_bound is not None and bb.node >= 0:
+            on_bound(bb.value)
+        stats = {"solver": r.stats, "bound": {"node": bb.node, **bb.stats}, "chain": ch.describe()}
+        if r.plan is None:
+            return FormulationResult("no_solution", lower_bound=bb.value, stats=stats)
+        tol = bb.tolerance + 1e-9 * abs(r.objective)
+        bound, note = check_bound(bb.value, r.objective, tol)   # a bound above a simulated plan: dropped
+        if note:
+            stats["bound_note"] = note
+        proved = r.objective - bound <= tol
+        return FormulationResult("optimal" if proved else "feasible", r.plan, r.objective,
+                                 r.objective if proved else bound, stats)

@@ -1,0 +1,257 @@
+"""The segment-chain solver: one menu per kind of stage, figures measured
+by the simulator, options chosen across the chain by a dynamic program,
+a simulator-checked plan.
+
+Plan class: keep-or-recompute-once (:mod:`hybrid_remat.blocks.schedule`):
+each stage keeps the forward values of its chosen option (values read by a
+later stage's forward part always), the backward pass recomputes the rest
+once, just in time.  Repeated blocks are stages that share a menu; a graph
+with no repetition is a chain of segments of its own (HiRemate's idea,
+with exact menus where small and a simulator-checked plan).
+
+1. **Menus** (:mod:`.menus`): independent tasks, exact with SCIP where small.
+2. **Figures** (:func:`chain_figures`): ``J`` simulations of the whole
+   graph, in the ``j``-th every stage takes its ``j``-th option (spread
+   over its menu): per stage and option the bytes it adds to what later
+   stages see (``held``), its peak above what earlier stages hold, forward
+   or backward (``inside``), and its recomputation time (``extra``).
+3. **Across the chain** (:func:`chain_dp`): stage ``k`` runs with the bytes
+   of stages ``0..k-1`` held, so ``base + sum_{j<k} held_j + inside_k <=
+   B`` for every ``k``.  A dynamic program over the stages in forward order
+   with the prefix of held bytes rounded up to ``B / resolution`` minimises
+   the extra time (rounding up keeps every choice within the measured
+   figures).
+4. **Plan** and rounds as in :func:`~hybrid_remat.blocks.solver.solve_blocks`:
+   over the budget, the capacity shrinks by the excess; well under, it grows
+   once by the room left.
+
+It returns the best simulator-valid plan and proves nothing itself; the
+bound over every plan is :func:`~hybrid_remat.segments.bound.segment_lower_bound`.
+The DP's value is the least extra time of the class *as measured* (figures
+of mixed options are approximations), so it is no bound of any kind and is
+not reported as one.
+
+Examples
+--------
+>>> import networkx as nx
+>>> from hybrid_remat.generators import training_graph
+>>> from hybrid_remat.problem import Problem
+>>> from hybrid_remat.simulate import simulate
+>>> g = training_graph(nx.path_graph(16, create_using=nx.DiGraph))
+>>> p = Problem.single(g, "60%")
+>>> r = solve_segments(p)
+>>> r.plan is not None and simulate(p, r.plan).valid
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..blocks.schedule import keep_sequence_kernel, sequence_plan
+from ..limits import Limits, now
+from ..simulate import simulate
+from .chain import SegmentChain, segment_chain
+from .menus import compute_menus, menu_tasks
+
+__all__ = ["SegmentResult", "chain_figures", "chain_dp", "solve_segments", "stage_menus"]
+
+
+@dataclass
+class SegmentResult:
+    """The best valid plan (or ``None``), its simulated objective, the
+    option per stage and figures."""
+
+    plan: object
+    objective: float
+    choice: list
+    stats: dict
+
+
+def stage_menus(chain: SegmentChain, menus: dict) -> list:
+    """The menu of every stage (stages of one kind share theirs)."""
+    return [menus[("kind", chain.kind_of(s)) if chain.kind_of(s) is not None else ("stage", s)]
+            for s in range(chain.n_stages)]
+
+
+def _keep(graph, chain, per_stage, choice) -> np.ndarray:
+    keep = np.ones(graph.n, dtype=bool)
+    for s, o in enumerate(choice):
+        keep[chain.fwd[s]] = per_stage[s].options[o]
+    return keep
+
+
+class _Planner:
+    def __init__(self, problem):
+        g = problem.graph
+        self.problem = problem
+        self.is_fwd = np.asarray(g.phase == 0)
+        self.order = np.concatenate([np.flatnonzero(self.is_fwd), np.flatnonzero(~self.is_fwd)]).astype(np.int64)
+
+    def plan(self, keep):
+        g = self.problem.graph
+        seq, rec = keep_sequence_kernel(self.order, self.is_fwd, keep, g.pred_ptr, g.pred_idx)
+        plan, peak = sequence_plan(g, seq, self.problem.primary.name, {"solver": "segments"})
+        return plan, peak, rec
+
+
+def _probe(problem, chain, plan, rec):
+    """Per stage ``held``, ``inside`` and ``extra`` of one simulated plan,
+    and ``base`` (bytes before the first stage)."""
+    sim = simulate(problem, plan, check_budget=False)
+    tl = sim.timeline[:, 0]
+    comp = np.flatnonzero(plan.op == 0)
+    nodes = plan.node[comp]
+    n = problem.graph.n
+    first = np.full(n, -1, dtype=np.int64)
+    last = np.full(n, -1, dtype=np.int64)
+    last[nodes] = comp
+    first[nodes[::-1]] = comp[::-1]
+    S = chain.n_stages
+    start = np.array([int(first[chain.fwd[s]].min()) for s in range(S)] + [int(last[chain.fwd[-1]].max()) + 1])
+    a = np.array([int(tl[x - 1]) if x > 0 else 0 for x in start], dtype=np.int64)
+    ends = np.array([int(last[chain.bwd[s]].max()) if chain.bwd[s].size else -1 for s in range(S)])
+    inside = np.zeros(S, dtype=np.int64)
+    prev_end = int(start[S]) - 1
+    for s in range(S - 1, -1, -1):
+        fwd_peak = int(tl[start[s]:max(start[s + 1], start[s] + 1)].max())
+        bwd_peak = int(tl[prev_end + 1:ends[s] + 1].max()) if ends[s] > prev_end else 0
+        inside[s] = max(fwd_peak, bwd_peak) - a[s]
+        prev_end = max(prev_end, int(ends[s]))
+    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
+    extra = np.array([float(cost[chain.fwd[s]][rec[chain.fwd[s]]].sum()) for s in range(S)])
+    return int(a[0]), np.diff(a), inside, extra, sim
+
+
+def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | None = None):
+    """``(base, held, inside, extra)``: arrays ``(S, O)`` per stage and
+    option (``O``: the longest menu; options a stage lacks are ``inf``),
+    from ``O`` simulations (module docstring, step 2); ``None`` when
+    ``limits`` stopped it."""
+    limits = limits or Limits()
+    planner = planner or _Planner(problem)
+    S = chain.n_stages
+    J = max(len(m.options) for m in per_stage)
+    held = np.full((S, J), np.inf)
+    inside = np.full((S, J), np.inf)
+    extra = np.full((S, J), np.inf)
+    base = 0
+    for j in range(J):
+        if limits.expired():
+            return None
+        choice = [int(round(j * (len(m.options) - 1) / max(1, J - 1))) for m in per_stage]
+        plan, _, rec = planner.plan(_keep(problem.graph, chain, per_stage, choice))
+        b, h, ins, ex, _ = _probe(problem, chain, plan, rec)
+        base = max(base, b)
+        rows = np.arange(S)
+        cols = np.array(choice)
+        held[rows, cols] = np.where(np.isfinite(held[rows, cols]), np.maximum(held[rows, cols], h), h)
+        inside[rows, cols] = np.where(np.isfinite(inside[rows, cols]), np.maximum(inside[rows, cols], ins), ins)
+        extra[rows, cols] = ex
+    return base, held, inside, extra
+
+
+def chain_dp(held, inside, extra, capacity: float, *, resolution: int = 2048):
+    """The options (one per stage, in forward order) of least total extra
+    time with ``sum_{j<k} held_j + inside_k <= capacity`` for every ``k``
+    (held bytes rounded up to ``capacity / resolution``), or ``None`` when
+    none fits.  ``held``/``inside``/``extra``: ``(S, O)``, ``inf`` where a
+    stage lacks the option."""
+    if capacity <= 0:
+        return None
+    S, n_opt = held.shape
+    H = resolution
+    unit = capacity / H
+    steps = np.where(np.isfinite(held), np.ceil(np.maximum(held, 0) / unit), H + 1).astype(np.int64)
+    f = np.full(H + 1, np.inf)
+    f[0] = 0.0
+    back = np.zeros((S, H + 1), dtype=np.int16)
+    p = np.arange(H + 1)
+    for s in range(S):
+        g = np.full(H + 1, np.inf)
+        for o in range(n_opt):
+            if not np.isfinite(extra[s, o]):
+                continue
+            d = int(steps[s, o])
+            if d > H:
+                continue
+            ok = p * unit + inside[s, o] <= capacity
+            cand = np.where(ok, f, np.inf)[:H + 1 - d] + extra[s, o]
+            better = cand < g[d:]
+            g[d:][better] = cand[better]
+            back[s, d:][better] = o
+        f = g
+        if not np.isfinite(f).any():
+            return None
+    end = int(np.argmin(f))
+    if not np.isfinite(f[end]):
+        return None
+    choice = [0] * S
+    for s in range(S - 1, -1, -1):
+        o = int(back[s, end])
+        choice[s] = o
+        end -= int(steps[s, o])
+    return choice
+
+
+def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain | None = None,
+                   menus: dict | None = None, on_incumbent=None, max_rounds: int = 8) -> SegmentResult:
+    """The segment-chain solver (module docstring).  ``menus``: computed
+    already (:func:`~.menus.compute_menus` of :func:`~.menus.menu_tasks`);
+    ``on_incumbent(plan, source)`` is called with every better valid plan."""
+    limits = limits or Limits()
+    t0 = now()
+    chain = chain if chain is not None else segment_chain(problem.graph)
+    if chain is None:
+        return SegmentResult(None, math.inf, [], {"skipped": "not a training graph (no backward phase after "
+                                                             "the forward phase)"})
+    stats: dict = {"chain": chain.describe()}
+    if menus is None:
+        left = limits.left()
+        menus = compute_menus(menu_tasks(problem, chain),
+                              limits=limits.share(0.5 * left) if math.isfinite(left) else limits)
+    per_stage = stage_menus(chain, menus)
+    stats["menus"] = {"exact": sum(m.exact for m in menus.values()), "total": len(menus),
+                      "seconds": now() - t0}
+    planner = _Planner(problem)
+    fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits)
+    if fig is None:
+        return SegmentResult(None, math.inf, [], {**stats, "stopped": "limits"})
+    base, held, inside, extra = fig
+    B = int(problem.budgets[0])
+    capacity = float(B - base)
+    best = SegmentResult(None, math.inf, [], stats)
+    rounds = []
+    raised = False
+    for _ in range(max_rounds):
+        if limits.expired() or capacity <= 0:
+            break
+        choice = chain_dp(held, inside, extra, capacity)
+        if choice is None:
+            if rounds:
+                break
+            choice = [len(m.options) - 1 for m in per_stage]      # the least memory everywhere, once
+        plan, peak, _ = planner.plan(_keep(problem.graph, chain, per_stage, choice))
+        sim = simulate(problem, plan)
+        rounds.append({"capacity": capacity, "peak": int(peak), "valid": bool(sim.valid)})
+        if sim.valid:
+            value = problem.objective.value(sim)
+            if value < best.objective:
+                best = SegmentResult(plan, value, choice, stats)
+                if on_incumbent is not None:
+                    on_incumbent(plan, "segments")
+            if raised or B - peak <= 1e-3 * B:
+                break
+            raised = True
+            capacity += B - peak
+            continue
+        if raised:
+            break
+        capacity -= max(1, peak - B)
+    stats["rounds"] = rounds
+    stats["seconds"] = now() - t0
+    best.stats = stats
+    return best
