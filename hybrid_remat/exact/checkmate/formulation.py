@@ -48,7 +48,8 @@ STAGED_SCOPE = "staged"
 
 
 def _better(a: float, b: float) -> bool:
-    return a < b if not math.isfinite(b) else a < b - 1e-12 * max(1.0, abs(b))
+    """``a`` below ``b`` by a relative 1e-12 (never an absolute amount: plans of 1e-12 s compare too)."""
+    return a < b if not math.isfinite(b) else a < b - 1e-12 * abs(b)
 
 
 class CheckmateFormulation(CheckmatePolicy, Formulation):
@@ -169,7 +170,7 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
             stats["relabelled"] = True
             stats["order_note"] = "modelled the incumbent's first-compute order; bounds cover that order's staged plans"
         if status == "optimal" and best_plan is not None:
-            lb = best_obj if best_obj - bound <= 1e-9 * max(1.0, abs(best_obj)) else min(bound, best_obj)
+            lb = best_obj if best_obj - bound <= 1e-9 * abs(best_obj) else min(bound, best_obj)
             return FormulationResult("optimal", best_plan, best_obj, lb, stats)
         if status == "infeasible" and best_plan is None:
             # the staged class is empty; other plans may exist: never claim infeasibility (team contract)
