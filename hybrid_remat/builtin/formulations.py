@@ -1,7 +1,7 @@
 """Built-in exact formulations (the staged Checkmate model, its
 decomposition, the repeated-block solver), the heuristic that shares the
 Checkmate model builder (LP rounding) and the bounds over every plan
-(the cut bound, the block bound), registered through the plugin hooks."""
+(the cut bound, the block bound, the chain-of-cuts bound), registered through the plugin hooks."""
 
 from ..hookspecs import hookimpl
 
@@ -26,5 +26,6 @@ def hybrid_remat_register_heuristics():
 def hybrid_remat_register_bounds():
     from ..blocks import BlockBoundSource
     from ..exact.bounds import CutBoundSource
+    from ..exact.bounds_multicut import MultiCutBoundSource
 
-    return [CutBoundSource(), BlockBoundSource()]
+    return [CutBoundSource(), BlockBoundSource(), MultiCutBoundSource()]
