@@ -46,8 +46,9 @@ kept (and take memory) until the next one, or be recomputed again.
 The LP is solved by HiGHS (scipy) and *certified*: the value returned is
 the Lagrangian of the LP's dual multipliers, clipped to the right sign,
 which is a lower bound of the LP whatever the solver's tolerances (weak
-duality).  Small models are solved as MILPs by SCIP instead (its trusted
-dual bound, valid at any node or time limit).
+duality).  Then models up to 60k variables are solved as MILPs by SCIP with
+the time left (its trusted dual bound, valid at any node or time limit);
+the larger value is kept.
 
 Examples
 --------
@@ -290,7 +291,8 @@ def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limi
         Longest chain (shortened further while the LP has more than
         ``400_000`` variables).
     milp : bool
-        Solve models of at most ``6000`` variables as a MILP (SCIP).
+        After the LP, solve models of at most ``60_000`` variables as a
+        MILP (SCIP) with the time left; the larger of the two is returned.
     limits : Limits, optional
         Deadline (the LP's time limit) and node limit (SCIP).  A stopped
         solve gives the trivial bound, never an invalid one.
@@ -323,11 +325,12 @@ def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limi
         return MultiCutBound(base, 0.0, chain, "none", {**stats, "skipped": "time limit while building"})
     c, A, b, lb, ub, cscale = built
     stats.update(vars=int(c.size), rows=int(A.shape[0]), build_s=now() - t0)
-    val, method = None, "lp"
-    if milp and c.size <= _MAX_MILP_VARS:
-        val, method = _milp(c, A, b, lb, ub, limits), "milp"
-    if val is None and not limits.expired():
-        val, method = _certified_lp(c, A, b, lb, ub, limits), "lp"
+    val, method = _certified_lp(c, A, b, lb, ub, limits), "lp"
+    stats["lp_s"] = now() - t0
+    if milp and c.size <= _MAX_MILP_VARS and not limits.expired():
+        exact = _milp(c, A, b, lb, ub, limits)
+        if exact is not None and (val is None or exact > val):
+            val, method = exact, "milp"
     stats["seconds"] = now() - t0
     if val is None:
         return MultiCutBound(base, 0.0, chain, "none", stats)
