@@ -18,8 +18,9 @@ def hybrid_remat_register_formulations():
 @hookimpl
 def hybrid_remat_register_heuristics():
     from ..exact.lp_rounding import LPRounding
+    from ..heuristics.reorder import SinksLast
 
-    return [LPRounding()]
+    return [LPRounding(), SinksLast()]
 
 
 @hookimpl
