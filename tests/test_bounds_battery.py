@@ -95,3 +95,22 @@ def test_anytime_claims_hold_on_rescaled_instances():
         bad += violations(p, brute_force(p)[0], bounds={}, solve=True)
     assert bad == []
 
+
+
+def test_a_class_bound_of_another_order_is_kept_under_that_orders_name():
+    """Issue 24.2: the staged model run in the incumbent's first-compute order
+    bounds that order's staged plans only: it is reported under a scope naming
+    the order, never as the ``staged`` class of the graph's own order."""
+    from hybrid_remat.core.reductions import relabel
+    from hybrid_remat.exact.checkmate import STAGED_SCOPE, order_scope
+
+    g = Graph.from_arrays([2, 3, 1, 2, 1], [(0, 2), (1, 2), (2, 3), (0, 4), (3, 4)], {"cost": [1.0, 2.0, 3.0, 1.0, 2.0]})
+    p = Problem.single(g, 6)
+    order = [1, 0, 2, 3, 4]
+    start = plan_from_order(g, order, "cost")
+    r = CheckmateFormulation(stage_size=1).solve(p, incumbent=start, node_limit=20_000)
+    scope = order_scope(np.array(order))
+    assert scope != STAGED_SCOPE and set(r.stats["class_bounds"]) == {scope}
+    assert r.lower_bound == -math.inf  # nothing claimed for the staged plans of the graph's own order
+    q, _ = relabel(p, order)
+    assert r.stats["class_bounds"][scope] <= brute_force(q, "staged")[0] * (1 + 1e-9)
