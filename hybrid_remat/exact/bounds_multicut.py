@@ -82,6 +82,8 @@ MAX_NODES = 5_000
 _MAX_LP_VARS = 400_000
 #: SCIP's MILP after the LP up to this many variables
 _MAX_MILP_VARS = 60_000
+#: seconds per variable and row of the LP (measured 4-5 s at 35-80k on the shared 2-core machine; conservative)
+_LP_SECONDS_PER_ITEM = 6e-5
 #: seconds per variable and row to build and start the MILP (measured ~1e-4 on the shared 2-core machine)
 _MILP_SECONDS_PER_ITEM = 3e-4
 
@@ -319,7 +321,10 @@ def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limi
     chain = cut_chain(problem.graph, weight, max_cuts)
     stats = {"screen_s": now() - t0}
     anc_sizes = [int(reach(problem.graph, t, up=True).sum()) for t in chain]
-    while chain and 2 * sum(anc_sizes) > _MAX_LP_VARS:  # keep the heaviest cuts
+    budget_vars = _MAX_LP_VARS
+    if math.isfinite(limits.left()):  # a chain whose LP fits the time left (about 2.5 rows per variable)
+        budget_vars = min(budget_vars, int(0.5 * limits.left() / (3.5 * _LP_SECONDS_PER_ITEM)))
+    while chain and 2 * sum(anc_sizes) > budget_vars:  # keep the heaviest cuts
         drop = int(np.argmin(weight[chain]))
         del chain[drop], anc_sizes[drop]
     if not chain or limits.expired():
@@ -329,6 +334,8 @@ def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limi
         return MultiCutBound(base, 0.0, chain, "none", {**stats, "skipped": "time limit while building"})
     c, A, b, lb, ub, cscale = built
     stats.update(vars=int(c.size), rows=int(A.shape[0]), build_s=now() - t0)
+    if limits.left() < _LP_SECONDS_PER_ITEM * (c.size + A.shape[0]):
+        return MultiCutBound(base, 0.0, chain, "none", {**stats, "skipped": "LP predicted beyond the time left"})
     val, method = _certified_lp(c, A, b, lb, ub, limits), "lp"
     stats["lp_s"] = now() - t0
     left = limits.left()
