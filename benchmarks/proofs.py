@@ -113,6 +113,11 @@ def _bound_cell(b) -> str:
 
 def table(rows, cmd: str, limit: float, note: str) -> str:
     names = sorted({k for r in rows for k in r.get("bounds", {})})
+    solved = [r for r in rows if r.get("plan_tdi") is not None]
+    closed = [r for r in solved if r["gap_points"] is not None and r["gap_points"] <= 0.5]
+    summary = (f"{len(rows)} instances: {len(solved)} with a plan, {sum(r['status'] == 'optimal' for r in rows)} "
+               f"proved optimal over every plan, {len(closed)} within 0.5 TDI points of a bound over every plan, "
+               f"{sum(r['status'] == 'infeasible' for r in rows)} proved infeasible.")
     lines = [
         "# Proofs: plan, bounds with their scope and time, gap",
         "",
@@ -121,6 +126,8 @@ def table(rows, cmd: str, limit: float, note: str) -> str:
         "`bound`: the best bound over every plan (its source); one column per registered bound over every "
         "plan (its value as TDI% and seconds in the portfolio); `class bound`: the best bound of a restricted "
         "plan class (its scope), never used for the status; `gap`: plan TDI minus bound TDI (points).",
+        "",
+        summary,
         "",
         "| graph | n | budget | status | plan TDI% (by) | bound TDI% (from) | " + " | ".join(names)
         + " | class bound TDI% (scope) | gap (points) | s |",
