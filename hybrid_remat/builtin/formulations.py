@@ -18,9 +18,9 @@ def hybrid_remat_register_formulations():
 @hookimpl
 def hybrid_remat_register_heuristics():
     from ..exact.lp_rounding import LPRounding
-    from ..heuristics.reorder import SinksLast
+    from ..heuristics.reorder import MemoryOrder, SinksLast
 
-    return [LPRounding(), SinksLast()]
+    return [LPRounding(), SinksLast(), MemoryOrder()]
 
 
 @hookimpl
