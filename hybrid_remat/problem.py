@@ -76,7 +76,9 @@ class Problem:
     links : iterable of Link, optional
         Missing directions mean no copy is possible between those devices.
     check : bool
-        Reject budgets below the smallest feasible one (default).
+        Reject budgets below the node bound (default): a node's bytes plus
+        its inputs' (:func:`~hybrid_remat.budgets.budget_lower_bound`), under
+        which no plan fits.  A budget at or above it may still have no plan.
     objective : {"serial", "makespan"} or Objective
         What "best" means (:mod:`hybrid_remat.objective`); default serial time.
 
@@ -178,8 +180,9 @@ class Problem:
             feas = int(need.max())
             what = "budget" if len(self.devices) == 1 else "largest compute-device budget"
             raise BudgetError(
-                f"{what} {cap} B ({format_bytes(cap)}) is below the smallest feasible budget "
-                f"{feas} B ({format_bytes(feas)}): node {v} ({self.graph.names[v]}) needs that much with its inputs"
+                f"{what} {cap} B ({format_bytes(cap)}) is below the node bound {feas} B ({format_bytes(feas)}), "
+                f"a lower bound on the smallest feasible budget: node {v} ({self.graph.names[v]}) needs that much "
+                f"with its inputs"
             )
 
     # ------------------------------------------------------------- accessors

@@ -242,7 +242,8 @@ def solve_task(task: SweepTask, graph=None) -> tuple[dict, dict | None, dict | N
     """Run one solve; return ``(row, plan document or None, detail or None)``.
 
     The row's figures come from re-simulating the plan.  Budgets below the
-    smallest feasible one give status ``below_min``; errors of the library
+    node bound (a lower bound on the smallest feasible budget: no plan fits
+    under it) give status ``below_min``; errors of the library
     give status ``error`` (a sweep goes on).  An interrupted solve raises
     :class:`KeyboardInterrupt` (its row would not be the solve asked for).
     """

@@ -86,7 +86,7 @@ def test_parse_budget_rejects(bad):
 
 def test_problem_rejects_budget_below_smallest_feasible_with_number():
     g = chain(4, bytes=[5, 7, 1, 1])  # need at node 1: 12
-    with pytest.raises(BudgetError, match=r"smallest feasible budget 12 B"):
+    with pytest.raises(BudgetError, match=r"below the node bound 12 B \(12 B\), a lower bound on the smallest feasible budget"):
         Problem.single(g, 11)
     assert Problem.single(g, 12).budgets.tolist() == [12]
 

@@ -78,7 +78,7 @@ def test_simulate_plan_file(capsys, tmp_path):
     assert "valid        yes" in out and "peak cost    20 B" in out
     # a tighter budget on the command line makes it invalid (exit 1, reason shown)
     rc, out, err = run(capsys, "simulate", str(gpath), str(ppath), "--budget", "19")
-    assert rc == 2 and "smallest feasible budget 20" in err
+    assert rc == 2 and "node bound 20 B (20 B), a lower bound on the smallest feasible budget" in err
 
 
 def test_simulate_reports_invalid_plan(capsys, tmp_path):

@@ -1,7 +1,7 @@
 """Built-in exact formulations (the staged Checkmate model, its
 decomposition, the repeated-block solver, the segment-chain solver), the heuristic that shares the
 Checkmate model builder (LP rounding) and the bounds over every plan
-(the cut bound, the block bound), registered through the plugin hooks."""
+(the cut bound, the block bound, the chain-of-cuts bound), registered through the plugin hooks."""
 
 from ..hookspecs import hookimpl
 
@@ -19,13 +19,15 @@ def hybrid_remat_register_formulations():
 @hookimpl
 def hybrid_remat_register_heuristics():
     from ..exact.lp_rounding import LPRounding
+    from ..heuristics.reorder import MemoryOrder, SinksLast
 
-    return [LPRounding()]
+    return [LPRounding(), SinksLast(), MemoryOrder()]
 
 
 @hookimpl
 def hybrid_remat_register_bounds():
     from ..blocks import BlockBoundSource
     from ..exact.bounds import CutBoundSource
+    from ..exact.bounds_multicut import MultiCutBoundSource
 
-    return [CutBoundSource(), BlockBoundSource()]
+    return [CutBoundSource(), BlockBoundSource(), MultiCutBoundSource()]

@@ -193,10 +193,13 @@ def _cut_lp_kernel(ts, pred_ptr, pred_idx, succ_ptr, succ_idx, order, cost, size
     ``order``: the nodes of positive size by cost per byte (stable).  Returns
     ``(value, need, examined, steps)``; ``value``/``need`` are per node
     (``inf``: no plan fits), ``examined`` counts the leading ``ts`` done
-    before ``work`` steps ran out."""
+    before ``work`` steps ran out.  Bytes are summed in int64 (exact: the
+    graph's total is at most :data:`~hybrid_remat.graph.MAX_TOTAL_BYTES`),
+    so a cut whose items cover the excess is never declared uncoverable by
+    float round-off (sums above 2**53 bytes)."""
     n = size.shape[0]
     value = np.zeros(n)
-    need_out = np.zeros(n)
+    need_out = np.zeros(n, dtype=np.int64)
     anc = np.zeros(n, dtype=np.int64)
     desc = np.zeros(n, dtype=np.int64)
     pmark = np.zeros(n, dtype=np.int64)
@@ -210,14 +213,14 @@ def _cut_lp_kernel(ts, pred_ptr, pred_idx, succ_ptr, succ_idx, order, cost, size
         stamp = k + 1
         steps += _reach_kernel(pred_ptr, pred_idx, t, stamp, anc, stack)
         steps += _reach_kernel(succ_ptr, succ_idx, t, stamp, desc, stack)
-        need = float(size[t])
+        need = np.int64(size[t])
         for j in range(pred_ptr[t], pred_ptr[t + 1]):
             u = pred_idx[j]
             if pmark[u] != stamp:
                 pmark[u] = stamp
                 need += size[u]
         # item bytes: ancestors (not inputs of t) read by a descendant
-        total = 0.0
+        total = np.int64(0)
         count = 0
         for v in range(t):
             if anc[v] != stamp or pmark[v] == stamp:
@@ -234,7 +237,7 @@ def _cut_lp_kernel(ts, pred_ptr, pred_idx, succ_ptr, succ_idx, order, cost, size
         if need <= 0 or count == 0:
             continue
         need_out[t] = need
-        cum = 0.0
+        cum = np.int64(0)
         val = 0.0
         covered = False
         for i in range(order.shape[0]):
@@ -250,9 +253,9 @@ def _cut_lp_kernel(ts, pred_ptr, pred_idx, succ_ptr, succ_idx, order, cost, size
                     break
             if not item:
                 continue
-            s = float(size[v])
+            s = size[v]
             if cum + s >= need:
-                val += cost[v] * (need - cum) / s
+                val += cost[v] * (float(need - cum) / float(s))
                 covered = True
                 break
             cum += s
@@ -401,7 +404,7 @@ def cut_lower_bound(problem, *, exact_nodes: int = 5, closure: bool = True, limi
         top = [t for t in np.argsort(-per_node, kind="stable")[:exact_nodes].tolist() if per_node[t] > 0]
         found = _strengthen(g, top, per_node, needs, cost, size, B, closure, limits, stats)
         for t, (val, how) in found.items():
-            if val is not None and val >= extra - 1e-12 * max(1.0, abs(extra)):
+            if val is not None and val >= extra - 1e-12 * abs(extra):
                 extra, best_t, method = max(val, extra), int(t), how
     stats["seconds"] = now() - t0
     return CutBound(base + extra, extra, best_t, method, per_node, examined, stats)

@@ -26,14 +26,14 @@ def _cover_lp(cost, size, need) -> float:
     if need <= 0:
         return 0.0
     ok = size > 0
-    c, s = cost[ok], size[ok].astype(np.float64)
+    c, s = cost[ok], np.asarray(size[ok], dtype=np.int64)
     order = np.argsort(c / s, kind="stable")
-    cum = np.cumsum(s[order])
-    k = int(np.searchsorted(cum, need))
+    cum = np.cumsum(s[order])  # int64: exact (bytes sum to at most 2**62), a float sum loses bytes above 2**53
+    k = int(np.searchsorted(cum, int(need)))
     if k >= len(order):
         return float("inf")
-    before = float(cum[k - 1]) if k else 0.0
-    return float(c[order[:k]].sum() + c[order[k]] * (need - before) / s[order[k]])
+    before = int(cum[k - 1]) if k else 0
+    return float(c[order[:k]].sum() + c[order[k]] * (float(int(need) - before) / float(s[order[k]])))
 
 
 def _cover_exact(cost, size, need, node_limit: int = 2_000, limits=None) -> float | None:

@@ -231,6 +231,10 @@ def _formulation(task, problem, sink, shared, limits, seed, row) -> Outcome:
     if lb is not None and lb == lb and lb > -math.inf and counts:
         if lb < math.inf or (fr.status == "infeasible" and fr.plan is None):
             sink.offer_bound(float(lb), name, scope)
+    if counts and scope != ALL_PLANS:  # bounds of other restricted classes, each under its own name
+        for sc, value in (getattr(fr, "stats", None) or {}).get("class_bounds", {}).items():
+            if sc != ALL_PLANS and math.isfinite(value):
+                sink.offer_bound(float(value), name, str(sc))
     stats = fr.stats or {}
     note = str(stats.get("skipped") or stats.get("start_note") or "")
     out = row(fr.status, float(fr.objective) if fr.objective is not None else math.inf, note)

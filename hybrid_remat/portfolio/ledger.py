@@ -108,10 +108,16 @@ def plan_key(plan) -> bytes:
 
 
 def better(a: float, b: float) -> bool:
-    """``a`` is smaller than ``b`` by more than round-off (``b`` may be inf)."""
+    """``a`` is smaller than ``b`` by more than round-off (``b`` may be inf):
+    by a relative ``1e-12`` of ``b``, never an absolute amount, so that plans
+    costing 1e-12 s are compared at their own scale.
+
+    >>> better(4.0e-12, 5.0e-12), better(5.0 - 1e-15, 5.0)
+    (True, False)
+    """
     if not math.isfinite(b):
         return math.isfinite(a) or a < b
-    return a < b - 1e-12 * max(1.0, abs(b))
+    return a < b - 1e-12 * abs(b)
 
 
 class Ledger:

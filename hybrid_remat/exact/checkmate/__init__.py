@@ -24,12 +24,12 @@ Examples
 from ...core.staged import solve_r_opt, stage_starts, staged_rs
 from .._scip import DEFAULT_PARAMS, MemoryScale, apply_params
 from .encoding import StagedEncoding
-from .formulation import STAGED_SCOPE, CheckmateFormulation
+from .formulation import STAGED_SCOPE, CheckmateFormulation, order_scope
 from .model import BuildTimeout, CheckmateModel, build_checkmate_model, estimate_size
 from .policy import BUILD_RATE, CheckmatePolicy
 
 __all__ = [
     "stage_starts", "staged_rs", "MemoryScale", "solve_r_opt", "estimate_size", "CheckmateModel",
     "build_checkmate_model", "CheckmateFormulation", "BuildTimeout", "CheckmatePolicy", "StagedEncoding",
-    "STAGED_SCOPE", "BUILD_RATE", "DEFAULT_PARAMS", "apply_params",
+    "STAGED_SCOPE", "order_scope", "BUILD_RATE", "DEFAULT_PARAMS", "apply_params",
 ]

@@ -43,12 +43,29 @@ from .policy import BUILD_RATE, DEFAULT_SECONDS, CheckmatePolicy
 
 __all__ = ["CheckmateFormulation", "STAGED_SCOPE"]
 
-#: the name of the plan class whose bounds the staged models prove
+#: the name of the plan class whose bounds the staged models prove: staged plans in the graph's own order
 STAGED_SCOPE = "staged"
 
 
+def order_scope(order) -> str:
+    """The class name of the staged plans in another first-compute order:
+    ``"staged (order #<digest>)"`` (a digest of the order), so that bounds of
+    different orders are never taken for one another's.
+
+    >>> order_scope(None), order_scope([1, 0])[:15]
+    ('staged', 'staged (order #')
+    """
+    if order is None:
+        return STAGED_SCOPE
+    import hashlib
+
+    digest = hashlib.blake2b(np.ascontiguousarray(order, dtype=np.int64).tobytes(), digest_size=4).hexdigest()
+    return f"{STAGED_SCOPE} (order #{digest})"
+
+
 def _better(a: float, b: float) -> bool:
-    return a < b if not math.isfinite(b) else a < b - 1e-12 * max(1.0, abs(b))
+    """``a`` below ``b`` by a relative 1e-12 (never an absolute amount: plans of 1e-12 s compare too)."""
+    return a < b if not math.isfinite(b) else a < b - 1e-12 * abs(b)
 
 
 class CheckmateFormulation(CheckmatePolicy, Formulation):
@@ -128,6 +145,8 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
             if sim.valid:
                 best_plan, best_obj = incumbent, sim.total_time
         bound, status = float("-inf"), "no_solution"
+        class_bounds: dict = {}
+        stats["class_bounds"] = class_bounds  # scope -> bound of the staged plans in another first-compute order
         if self.rins_share > 0 and best_plan is not None:
             fr = self._rins_phase(problem, best_plan, lim, seed, on_incumbent, stats)
             if fr is not None and fr.plan is not None and _better(fr.objective, best_obj):
@@ -150,7 +169,11 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
             pstats["status"] = fr.status
             if fr.plan is not None and (best_plan is None or _better(fr.objective, best_obj)):
                 best_plan, best_obj = fr.plan, fr.objective
-            if math.isfinite(fr.lower_bound):
+            scope = pstats.get("class_scope", STAGED_SCOPE)
+            if scope != STAGED_SCOPE:  # another order's class: its own name, never merged into the "staged" bound
+                if math.isfinite(fr.lower_bound) and fr.lower_bound > class_bounds.get(scope, -math.inf):
+                    class_bounds[scope] = fr.lower_bound
+            elif math.isfinite(fr.lower_bound):
                 bound = max(bound, fr.lower_bound)
             if size == 1 and cap is None and fr.status in ("optimal", "infeasible"):
                 status = fr.status
@@ -167,9 +190,10 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
                     stats[key] = last[key]
         if any(ph.get("relabelled") for ph in stats["phases"]):
             stats["relabelled"] = True
-            stats["order_note"] = "modelled the incumbent's first-compute order; bounds cover that order's staged plans"
+            stats["order_note"] = ("modelled the incumbent's first-compute order; its bounds cover that order's staged "
+                                   "plans only and are kept under that class's name in stats['class_bounds']")
         if status == "optimal" and best_plan is not None:
-            lb = best_obj if best_obj - bound <= 1e-9 * max(1.0, abs(best_obj)) else min(bound, best_obj)
+            lb = best_obj if best_obj - bound <= 1e-9 * abs(best_obj) else min(bound, best_obj)
             return FormulationResult("optimal", best_plan, best_obj, lb, stats)
         if status == "infeasible" and best_plan is None:
             # the staged class is empty; other plans may exist: never claim infeasibility (team contract)
@@ -193,6 +217,7 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
         from ...core.reductions import InOrder, plan_to_relabelled
 
         io = InOrder(problem, order_of, on_incumbent)
+        pstats["class_scope"] = order_scope(io.order)
         if io.order is not None:
             pstats["relabelled"] = True
             start = None if start is None else plan_to_relabelled(start, io.order)
@@ -340,7 +365,7 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
             lb = cm.objscale.bound(db)
             if lb > best["bound"]:
                 best["bound"] = lb
-                if on_bound is not None and full_class:
+                if on_bound is not None and full_class and stats.get("class_scope", STAGED_SCOPE) == STAGED_SCOPE:
                     lb, note = check_bound(lb, best["in_class"], cm.objscale.tolerance(best["in_class"]))
                     if note:
                         stats["bound_note"] = note

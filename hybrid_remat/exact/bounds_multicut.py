@@ -1,0 +1,379 @@
+"""The *chain-of-cuts* bound: several memory constraints at once, valid for
+every single-device plan in any order.
+
+The cut bound (:mod:`hybrid_remat.exact.bounds`) looks at one moment: the
+first computation of one node ``t``.  Here a chain of nodes ``t_1, ..., t_k``
+is taken, each an ancestor of the next, so that in **every** plan their
+first computations happen in that order (a node is computed after its
+inputs).  Call the first computation of ``t_i`` *cut i*; the time between
+cut ``i`` and cut ``i + 1`` (after cut ``k``: to the end) is *interval i*.
+
+For an ancestor ``v`` of ``t_i`` (written ``v in A_i``; ``A_i`` grows with
+``i``) every computation of ``v`` after cut ``i`` is a recomputation: its
+first came before ``t_i``'s.  Variables, for ``v in A_i``:
+
+* ``x[v, i]``: ``v`` is resident at cut ``i`` (1 for ``t_i``'s inputs);
+* ``z[v, i]``: ``v`` is computed at least once in interval ``i``.
+
+Every plan gives a 0/1 point that satisfies:
+
+1. memory at cut ``i``: ``sum of bytes(v) x[v, i]`` over ``A_i`` minus
+   ``t_i``'s inputs, plus ``bytes(t_i)`` and its inputs', is at most the
+   budget (the simulator counts memory after the allocation; values outside
+   ``A_i`` only add to it);
+2. need: for ``v in A_i`` (not an input of ``t_i``) read by a descendant
+   ``w`` of ``t_i``: ``w``'s first computation comes after cut ``i`` and
+   needs ``v`` resident, so ``v`` is resident at cut ``i`` or computed after
+   it and before ``w``.  When ``w`` is an ancestor of ``t_j`` (or is
+   ``t_j``), ``w``'s first computation precedes cut ``j``:
+   ``x[v, i] + sum_{i <= l < j} z[v, l] >= 1`` (``j = k``: every later
+   interval), the smallest such ``j`` over ``v``'s readers;
+3. persistence: for ``v in A_{i-1}``, ``v`` resident at cut ``i`` was
+   resident at cut ``i - 1`` or computed in between:
+   ``x[v, i] <= x[v, i-1] + z[v, i-1]``;
+4. chains: a computation of ``v in A_i`` in interval ``i`` needs each input
+   ``u`` resident then, so ``u`` was resident at cut ``i`` or computed in
+   interval ``i`` before it: ``z[v, i] <= x[u, i] + z[u, i]``.
+
+The plan's recomputation cost is at least ``sum c_v z[v, i]`` (each
+interval's computations of ``v in A_i`` are recomputations, and distinct
+intervals are disjoint), so the least value of that sum over the
+constraints, or of its LP relaxation, plus one computation per node bounds
+every plan's serial time.  With ``k = 1`` it is the cut bound's chains
+model; a longer chain adds that a value recomputed for one cut has to be
+kept (and take memory) until the next one, or be recomputed again.
+
+The LP is solved by HiGHS (scipy) and *certified*: the value returned is
+the Lagrangian of the LP's dual multipliers, clipped to the right sign,
+which is a lower bound of the LP whatever the solver's tolerances (weak
+duality).  Then models up to 60k variables are solved as MILPs by SCIP with
+the time left (its trusted dual bound, valid at any node or time limit);
+the larger value is kept.
+
+Examples
+--------
+>>> import networkx as nx
+>>> from hybrid_remat.generators import training_graph
+>>> from hybrid_remat.oracle import brute_force
+>>> from hybrid_remat.problem import Problem
+>>> from hybrid_remat.exact.bounds import cut_lower_bound
+>>> g = training_graph(nx.path_graph(5, create_using=nx.DiGraph))   # unit bytes and costs
+>>> p = Problem.single(g, 6)
+>>> cut_lower_bound(p).value, round(multicut_lower_bound(p).value, 4), brute_force(p)[0]
+(19.0, 20.0, 20.0)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..interfaces import ALL_PLANS, Bound, BoundResult
+from ..limits import Limits, now
+from .bounds import _cut_lp_kernel, _reference_memory, cut_items, reach, serial_single_device
+
+__all__ = ["MultiCutBound", "MultiCutBoundSource", "multicut_lower_bound", "cut_chain", "MAX_NODES"]
+
+#: graphs above this size are left to the cut bound (the model is built in Python)
+MAX_NODES = 5_000
+#: the LP up to this many variables (beyond: a shorter chain)
+_MAX_LP_VARS = 400_000
+#: SCIP's MILP after the LP up to this many variables
+_MAX_MILP_VARS = 60_000
+#: seconds per variable and row of the LP (measured 4-5 s at 35-80k on the shared 2-core machine; conservative)
+_LP_SECONDS_PER_ITEM = 6e-5
+#: seconds per variable and row to build and start the MILP (measured ~1e-4 on the shared 2-core machine)
+_MILP_SECONDS_PER_ITEM = 3e-4
+
+
+@dataclass
+class MultiCutBound:
+    """The chain-of-cuts bound: ``value`` bounds every plan's serial time.
+
+    Attributes
+    ----------
+    value : float
+        ``base cost + extra``.
+    extra : float
+        Recomputation cost that no plan avoids.
+    chain : list of int
+        The cut nodes ``t_1, ..., t_k`` (each an ancestor of the next).
+    method : str
+        ``"lp"`` (certified LP value), ``"milp"`` (SCIP's dual bound) or
+        ``"none"`` (nothing binding).
+    stats : dict
+    """
+
+    value: float
+    extra: float
+    chain: list
+    method: str
+    stats: dict = field(default_factory=dict, repr=False)
+
+
+def _screen(problem, work: int):
+    """Per-node knapsack LP value of each cut (the cut bound's screening;
+    cuts beyond ``work`` kernel steps are left at 0)."""
+    g = problem.graph
+    cost = np.ascontiguousarray(problem.cost_matrix[0], dtype=np.float64)
+    size = np.ascontiguousarray(g.bytes, dtype=np.int64)
+    B = int(problem.budgets[0])
+    ref = _reference_memory(size, g.pred_ptr, g.pred_idx, g.succ_ptr, g.succ_idx)
+    ts = np.flatnonzero(ref > B)
+    pos = np.flatnonzero(size > 0)
+    order = pos[np.argsort(cost[pos] / size[pos], kind="stable")]
+    ts = ts[np.argsort(-ref[ts], kind="stable")]
+    value, _, _, _ = _cut_lp_kernel(ts, g.pred_ptr, g.pred_idx, g.succ_ptr, g.succ_idx, order, cost, size, B,
+                                    np.int64(work))
+    return np.where(np.isfinite(value), value, 0.0)
+
+
+def cut_chain(graph, weight: np.ndarray, max_cuts: int) -> list[int]:
+    """A path of the graph (each node an ancestor of the next) of largest
+    total ``weight``, extended to a sink, thinned to at most ``max_cuts``
+    nodes (the heaviest kept).
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> cut_chain(chain(5), np.array([0, 2.0, 0, 1.0, 3.0]), 2)
+    [1, 4]
+    >>> cut_chain(chain(5), np.array([0, 2.0, 0, 0.0, 0.0]), 5)   # extended past the last binding cut
+    [1, 2, 3, 4]
+    """
+    n = graph.n
+    w = np.maximum(np.asarray(weight, dtype=np.float64), 0.0)
+    best = w.copy()
+    prev = np.full(n, -1, dtype=np.int64)
+    for v in range(n):  # topological numbering: predecessors come first
+        for u in graph.preds(v).tolist():
+            if best[u] + w[v] > best[v]:
+                best[v], prev[v] = best[u] + w[v], u
+    if n == 0 or best.max() <= 0:
+        return []
+    path = []
+    v = int(np.flatnonzero(best >= best.max())[-1])
+    while v >= 0:
+        path.append(v)
+        v = int(prev[v])
+    path = path[::-1]
+    # extend the path past its last binding cut (later cuts bind once recomputed values must be kept)
+    while True:
+        nxt = graph.succs(path[-1])
+        if nxt.size == 0:
+            break
+        path.append(int(nxt[np.argmax(w[nxt])]) if w[nxt].max() > 0 else int(nxt.max()))
+    if len(path) > max_cuts:
+        keep = np.sort(np.argsort(-w[path], kind="stable")[:max_cuts])
+        path = [path[i] for i in keep]
+    return path
+
+
+def _model(problem, chain, limits):
+    """The LP of the module docstring as ``(c, A, b, lb, ub, cost scale)``
+    (rows ``A z <= b``, costs divided by the scale); ``None`` when the
+    deadline passes while building."""
+    import scipy.sparse as sp
+
+    g = problem.graph
+    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
+    size = np.asarray(g.bytes, dtype=np.int64)
+    B = int(problem.budgets[0])
+    k = len(chain)
+    anc = [reach(g, t, up=True) for t in chain]
+    items = [cut_items(g, t)[1] for t in chain]
+    nodes = [np.flatnonzero(a) for a in anc]
+    # variable index of x[v, i] and z[v, i]
+    xi, zi = [], []
+    nv = 0
+    for i in range(k):
+        loc = np.full(g.n, -1, dtype=np.int64)
+        loc[nodes[i]] = np.arange(nodes[i].size) + nv
+        nv += nodes[i].size
+        xi.append(loc)
+    for i in range(k):
+        loc = np.full(g.n, -1, dtype=np.int64)
+        loc[nodes[i]] = np.arange(nodes[i].size) + nv
+        nv += nodes[i].size
+        zi.append(loc)
+    cscale = float(cost.max()) if cost.size and cost.max() > 0 else 1.0
+    c = np.zeros(nv)
+    lb = np.zeros(nv)
+    ub = np.ones(nv)
+    rows, cols, vals, rhs = [], [], [], []
+    r = 0
+
+    def row(cs, vs, b):
+        nonlocal r
+        rows.extend([r] * len(cs))
+        cols.extend(cs)
+        vals.extend(vs)
+        rhs.append(b)
+        r += 1
+
+    src_all = np.repeat(np.arange(g.n, dtype=np.int64), np.diff(g.succ_ptr))
+    first = np.full(g.n, k, dtype=np.int64)  # the first cut that a node's first computation precedes
+    for j in range(k - 1, -1, -1):
+        first[anc[j]] = j
+        first[chain[j]] = j
+    for i, t in enumerate(chain):
+        if limits.expired():
+            return None
+        nd = nodes[i]
+        c[zi[i][nd]] = cost[nd] / cscale
+        preds = g.preds(t)
+        lb[xi[i][preds]] = 1.0
+        free = np.setdiff1d(nd, preds)
+        need_t = int(size[t]) + int(size[preds].sum())
+        room = B - need_t
+        if free.size:  # 1. memory (scaled by the budget)
+            row(xi[i][free].tolist(), (size[free] / float(B)).tolist(), room / float(B))
+        desc = reach(g, t, up=False)
+        for v in np.flatnonzero(items[i]).tolist():  # 2. need, up to the first reader's next cut
+            readers = g.succs(v)
+            end = int(first[readers[desc[readers]]].min())
+            row([xi[i][v]] + [zi[j][v] for j in range(i, end)], [-1.0] * (1 + end - i), -1.0)
+        if i > 0:  # 3. persistence
+            for v in nodes[i - 1].tolist():
+                row([xi[i][v], xi[i - 1][v], zi[i - 1][v]], [1.0, -1.0, -1.0], 0.0)
+        inside = anc[i][g.succ_idx]  # 4. chains: edges u -> v with v in A_i
+        for u, v in zip(src_all[inside].tolist(), g.succ_idx[inside].tolist(), strict=True):
+            row([zi[i][v], xi[i][u], zi[i][u]], [1.0, -1.0, -1.0], 0.0)
+    A = sp.csr_matrix((np.asarray(vals), (np.asarray(rows), np.asarray(cols))), shape=(r, nv))
+    return c, A, np.asarray(rhs), lb, ub, cscale
+
+
+def _certified_lp(c, A, b, lb, ub, limits) -> float | None:
+    """A certified lower bound on ``min c z, A z <= b, lb <= z <= ub`` (the
+    Lagrangian of HiGHS' clipped duals), or ``None``."""
+    from scipy.optimize import linprog
+
+    opts = {"presolve": True}
+    left = limits.left()
+    if math.isfinite(left):
+        opts["time_limit"] = max(0.01, 0.85 * left)  # scipy's setup and the certificate take the rest
+    res = linprog(c, A_ub=A, b_ub=b, bounds=np.stack([lb, ub], 1), method="highs", options=opts)
+    if res.status != 0 or getattr(res, "ineqlin", None) is None:
+        return None
+    mu = np.maximum(0.0, -np.asarray(res.ineqlin.marginals))
+    d = c + A.T @ mu
+    return max(0.0, -float(mu @ b) + float(np.where(d > 0, d * lb, d * ub).sum()))
+
+
+def _milp(c, A, b, lb, ub, limits) -> float | None:
+    """SCIP's trusted dual bound of the 0/1 model (model units), or ``None``."""
+    from pyscipopt import quicksum
+
+    from ._scip import ObjectiveScale, cap_nodes, run, scip_model
+
+    sc = ObjectiveScale.of(c)
+    A = A.tocsr()
+    with scip_model("multicut") as m:
+        z = [m.addVar(vtype="B", lb=float(lb[j]), ub=float(ub[j]), obj=sc.coef(c[j])) for j in range(c.size)]
+        for r in range(A.shape[0]):
+            if r % 500 == 0 and limits.expired():  # the build honours the deadline too
+                return None
+            s, e = A.indptr[r], A.indptr[r + 1]
+            m.addCons(quicksum(float(a) * z[j] for j, a in zip(A.indices[s:e].tolist(), A.data[s:e].tolist(),
+                                                                 strict=True)) <= float(b[r]))
+        res = run(m, limits=cap_nodes(limits, 2_000))
+        res.reraise()
+        if res.status == "infeasible" or res.dual is None or abs(res.dual) >= 1e19:
+            return None
+        return max(0.0, sc.bound(res.dual))
+
+
+def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limits: Limits | None = None
+                         ) -> MultiCutBound:
+    """The chain-of-cuts bound of a single-device problem (module docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+        Single device, serial time.
+    max_cuts : int
+        Longest chain (shortened further while the LP has more than
+        ``400_000`` variables).
+    milp : bool
+        After the LP, solve models of at most ``60_000`` variables as a
+        MILP (SCIP) with the time left; the larger of the two is returned.
+    limits : Limits, optional
+        Deadline (the LP's time limit) and node limit (SCIP).  A stopped
+        solve gives the trivial bound, never an invalid one.
+
+    Returns
+    -------
+    MultiCutBound
+    """
+    from .bounds import _STEPS_PER_SECOND
+
+    if not problem.is_single_device:
+        raise ValueError("the chain-of-cuts bound covers single-device problems only")
+    limits = limits or Limits()
+    t0 = now()
+    base = float(problem.base_cost)
+    if problem.graph.n > MAX_NODES:
+        return MultiCutBound(base, 0.0, [], "none", {"skipped": f"more than {MAX_NODES} nodes"})
+    screen = limits.share(0.3 * limits.left() if math.isfinite(limits.left()) else None)
+    weight = _screen(problem, screen.work_for(_STEPS_PER_SECOND))
+    chain = cut_chain(problem.graph, weight, max_cuts)
+    stats = {"screen_s": now() - t0}
+    anc_sizes = [int(reach(problem.graph, t, up=True).sum()) for t in chain]
+    budget_vars = _MAX_LP_VARS
+    if math.isfinite(limits.left()):  # a chain whose LP fits the time left (about 2.5 rows per variable)
+        budget_vars = min(budget_vars, int(0.5 * limits.left() / (3.5 * _LP_SECONDS_PER_ITEM)))
+    while chain and 2 * sum(anc_sizes) > budget_vars:  # keep the heaviest cuts
+        drop = int(np.argmin(weight[chain]))
+        del chain[drop], anc_sizes[drop]
+    if not chain or limits.expired():
+        return MultiCutBound(base, 0.0, chain, "none", stats)
+    built = _model(problem, chain, limits)
+    if built is None:
+        return MultiCutBound(base, 0.0, chain, "none", {**stats, "skipped": "time limit while building"})
+    c, A, b, lb, ub, cscale = built
+    stats.update(vars=int(c.size), rows=int(A.shape[0]), build_s=now() - t0)
+    if limits.left() < _LP_SECONDS_PER_ITEM * (c.size + A.shape[0]):
+        return MultiCutBound(base, 0.0, chain, "none", {**stats, "skipped": "LP predicted beyond the time left"})
+    val, method = _certified_lp(c, A, b, lb, ub, limits), "lp"
+    stats["lp_s"] = now() - t0
+    left = limits.left()
+    if milp and c.size <= _MAX_MILP_VARS and left > _MILP_SECONDS_PER_ITEM * (c.size + A.shape[0]):
+        exact = _milp(c, A, b, lb, ub, limits)
+        if exact is not None and (val is None or exact > val):
+            val, method = exact, "milp"
+    stats["seconds"] = now() - t0
+    if val is None:
+        return MultiCutBound(base, 0.0, chain, "none", stats)
+    extra = val * cscale
+    return MultiCutBound(base + extra, extra, chain, method, stats)
+
+
+class MultiCutBoundSource(Bound):
+    """The chain-of-cuts bound as a registered bound (``multicut_bound``,
+    scope: every plan; serial time, one device).
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> from hybrid_remat.problem import Problem
+    >>> r = MultiCutBoundSource().bound(Problem.single(chain(6, bytes=1), 3))
+    >>> r.scope, r.value >= 6.0
+    ('all plans', True)
+    """
+
+    name = "multicut_bound"
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
+                              "deterministic"})
+    rank = 6.0
+    bound_scope = ALL_PLANS
+
+    def applicable(self, problem) -> tuple[bool, str]:
+        return serial_single_device(problem)
+
+    def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
+        mb = multicut_lower_bound(problem, limits=limits)
+        return BoundResult(mb.value, ALL_PLANS, {"extra": mb.extra, "cuts": len(mb.chain), "method": mb.method,
+                                                 **mb.stats})
