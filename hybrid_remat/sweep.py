@@ -434,8 +434,10 @@ def sweep(graphs, budgets=DEFAULT_BUDGETS, *, time_limit: float = 10.0, solvers=
     from .objective import get_objective
 
     objective = get_objective(objective).name
+    graphs = [graphs] if isinstance(graphs, (str, os.PathLike)) else list(graphs)
     if isinstance(budgets, str):
         budgets = parse_budgets(budgets)
+    _check_inputs(graphs, budgets, devices, time_limit, jobs, out, plot)
     solver_objs = [parse_solver(s, heuristics, formulations) for s in solvers]
     if len({s.label for s in solver_objs}) != len(solver_objs):
         raise HybridRematError(f"solver labels repeat: {[s.label for s in solver_objs]}")
@@ -489,6 +491,45 @@ def sweep(graphs, budgets=DEFAULT_BUDGETS, *, time_limit: float = 10.0, solvers=
     if detail:
         return [dict(done[i], **details.get(i, {})) for i in sorted(done)]
     return _frame(rows)
+
+
+def _check_inputs(graphs, budgets, devices, time_limit, jobs, out, plot) -> None:
+    """Everything that can be wrong before the first solve (a sweep that
+    fails after hours of solving, or writes its errors as rows, is worse)."""
+    from .budgets import parse_budget_spec
+    from .errors import GraphError
+
+    if not (isinstance(time_limit, (int, float)) and math.isfinite(time_limit) and time_limit > 0):
+        raise HybridRematError(f"time_limit must be a finite positive number of seconds, not {time_limit!r}")
+    if jobs is not None and jobs < 1:
+        raise HybridRematError(f"jobs must be at least 1, not {jobs}")
+    if not budgets:
+        raise BudgetError("no budgets given")
+    for b in budgets:
+        parse_budget_spec(b)
+    for d in devices:
+        name, eq, size = str(d).partition("=")
+        if not eq:
+            raise BudgetError(f"device {d!r} has no size: write {name}=SIZE")
+        parse_budget_spec(size)
+    for path, what in ((out, "out"), (plot, "plot")):
+        folder = os.path.dirname(os.fspath(path)) if path else ""
+        if path and folder and not os.path.isdir(folder):
+            raise HybridRematError(f"{what} {path}: the directory {folder} does not exist")
+    if plot:
+        from .plot import FORMATS
+
+        if os.path.splitext(plot)[1].lower() not in FORMATS:
+            raise HybridRematError(f"plot {plot}: cannot tell the figure format; use one of {', '.join(FORMATS)}")
+    if not graphs:
+        raise GraphError("no graphs given")
+    for g in graphs:
+        graph = _load(os.fspath(g)) if isinstance(g, (str, os.PathLike)) else g
+        for d in devices:
+            name = str(d).partition("=")[0].strip()
+            if name not in graph.costs and name not in ("host", "storage"):
+                raise BudgetError(f"device {name!r} is not a cost kind of graph {graph.name!r} "
+                                  f"({', '.join(graph.cost_kinds)})")
 
 
 def _write_json(path: str, doc: dict) -> None:

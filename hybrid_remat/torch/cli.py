@@ -23,6 +23,7 @@ import importlib.util
 import os
 import sys
 
+from ..budgets import BUDGET_GRAMMAR
 from ..errors import HybridRematError
 
 __all__ = ["add_arguments", "run", "load_factory", "make_inputs"]
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--input-high", type=int, default=2, help="integer inputs are drawn from [0, HIGH)")
     parser.add_argument("--budget", required=True,
-                        help="live activation budget: bytes, '2GiB', '60%%' or 0.6 of the keep-all peak")
+                        help="live activation budget: " + BUDGET_GRAMMAR.replace("%", "%%"))
     parser.add_argument("--time-limit", type=float, default=10.0, help="search seconds (default 10)")
     parser.add_argument("--device", default="cpu", help="torch device to trace and time on (default cpu)")
     parser.add_argument("--costs", choices=("measure", "flops"), default="measure", help="op times: measured or FLOPs")
