@@ -168,7 +168,7 @@ def _solve_summary(args, problem, result, wall: float, code: int) -> int:
     if result.plan is None:
         if result.status != "infeasible":
             print(f"lower bound  {_fmt_time(result.lower_bound)} ({result.bound_source})")
-        print("no plan found within the limit" if result.status != "infeasible" else "no plan exists")
+        print(_no_plan_why(args, result))
         return code or 1
     sim = result.simulation
     peaks = ", ".join(f"{k}={format_bytes(v)}" for k, v in sim.peak_bytes.items())
@@ -187,6 +187,22 @@ def _solve_summary(args, problem, result, wall: float, code: int) -> int:
         write_plan(args.out, result.plan, problem, result.summary(), overwrite=args.force)
         print(f"plan written {args.out}{' (interrupted)' if result.interrupted else ''}")
     return code
+
+
+def _no_plan_why(args, result) -> str:
+    """Why a solve ended without a plan: a signal, no plan exists, every
+    component ended (or was skipped) before the limit, or the limit."""
+    if result.status == "infeasible":
+        return "no plan exists"
+    if result.interrupted:
+        return f"no plan found before {result.stats.get('signal') or 'the stop request'}"
+    spent = float(result.stats.get("seconds", 0.0))
+    if spent < 0.9 * args.time_limit:
+        skipped = sorted({r.source for r in result.report if r.status == "skipped"})
+        extra = f"; skipped: {', '.join(skipped)}" if skipped else ""
+        return (f"no plan found: every component ended after {spent:.1f} s of the {args.time_limit:g} s limit "
+                f"without one (see the notes above{extra})")
+    return f"no plan found within the {args.time_limit:g} s limit"
 
 
 def cmd_simulate(args) -> int:

@@ -120,3 +120,38 @@ def test_every_command_has_a_description_and_shows_its_defaults():
             assert "EiB" in text and "(0, 1]" in text, f"{name} --help does not give the budget grammar"
     assert [a.dest for a in sub.choices["plot"]._get_positional_actions()] == \
         [a.dest for a in sub.choices["simulate"]._get_positional_actions()] == ["graph", "plan"]
+
+
+def test_a_formulation_named_by_the_user_is_not_skipped_by_its_prediction():
+    """``--formulation checkmate`` on 100 and 1000 nodes: the scheduler neither skips it ("predicted inf s")
+    nor starts it as a constructor with a construct share; it runs in the long phase."""
+    from hybrid_remat.exact.checkmate import CheckmateFormulation
+    from hybrid_remat.generators import random_layered
+    from hybrid_remat.portfolio.scheduler import Scheduler
+    from hybrid_remat.problem import Problem
+
+    for n in (100, 1000):
+        g = random_layered(n, seed=1)
+        p = Problem.single(g, "60%")
+        form = CheckmateFormulation()
+        plain = Scheduler(p, formulations=[form])
+        named = Scheduler(p, formulations=[form], named={"checkmate"})
+        task = next(t for t in named.long if t.name == "checkmate")
+        assert Scheduler.too_slow(task, 1.0) is None and not any(t.name == "checkmate" for t in named.construct)
+        before = next(t for t in plain.long + plain.construct if t.name == "checkmate")
+        if n == 1000:  # the prediction that skipped it
+            assert Scheduler.too_slow(before, 60.0) is not None
+
+
+def test_a_solve_without_a_plan_says_why_it_stopped_early(tmp_path, capsys):
+    import networkx as nx
+
+    from hybrid_remat.generators import training_graph
+    from hybrid_remat.testing import write_remat_graph
+
+    graph = tmp_path / "mlp.json"
+    write_remat_graph(training_graph(nx.path_graph(8, create_using=nx.DiGraph), name="mlp8"), graph)
+    rc, out, err = run(capsys, "solve", graph, "--budget", "60%", "--heuristic", "keep_all", "--formulation",
+                     "decomposed", "--time-limit", "600", "--workers", "1", "--quiet")
+    assert rc == 1 and "within the" not in out, out + err
+    assert "every component ended after" in out and "of the 600 s limit" in out

@@ -177,6 +177,9 @@ def run(model, *, limits=None, on_solution: Callable | None = None, on_dual: Cal
     errors: list = []
     best_dual = [None]
     set_limits(model, limits)
+    # SCIP would install its own SIGINT handler for the solve and swallow Ctrl-C (the caller, e.g. the
+    # portfolio's main thread, never hears of it): leave signals to Python; a stop request interrupts SCIP
+    model.setBoolParam("misc/catchctrlc", False)
 
     def on_event(m, event):
         try:
@@ -223,7 +226,7 @@ def run(model, *, limits=None, on_solution: Callable | None = None, on_dual: Cal
         errors.append(worker_error[0])
     status = model.getStatus()
     if status == "userinterrupt" and not we_stopped.is_set() and not stop.is_set() and not errors:
-        interrupted = True  # SCIP caught a Ctrl-C itself (misc/catchctrlc): pass it on
+        interrupted = True  # SCIP caught a Ctrl-C itself (a model with misc/catchctrlc set again): pass it on
     if interrupted:
         stop.set()
     has_sol = model.getNSols() > 0
