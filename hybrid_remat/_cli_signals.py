@@ -9,18 +9,14 @@ worker count.
   ``KeyboardInterrupt``: ``finally`` blocks run, process pools are
   terminated, nothing is left behind.
 * During a solve, :func:`hybrid_remat.anytime.anytime_solve` handles both
-  signals itself (it installs its handlers over the default ones only):
-  :func:`handing_over` gives it the default handler for the call.
+  signals itself (``signals=("SIGINT", "SIGTERM")``): it installs its
+  handlers over the default ones and over :class:`Terminated`'s, which
+  yields to a solve (``yields_to_solve``), and keeps the best plan.
 * A signal the process was started with ignored (a background job of a
   script) stays ignored.
 
 Examples
 --------
->>> import signal
->>> with terminate_raises():
-...     with handing_over():
-...         signal.getsignal(signal.SIGTERM) is signal.default_int_handler
-True
 >>> exit_code(Terminated()), exit_code(KeyboardInterrupt())
 (143, 130)
 """
@@ -31,7 +27,7 @@ import signal
 import threading
 from contextlib import contextmanager
 
-__all__ = ["Terminated", "terminate_raises", "handing_over", "exit_code", "signal_name"]
+__all__ = ["Terminated", "terminate_raises", "exit_code", "signal_name"]
 
 
 class Terminated(KeyboardInterrupt):
@@ -40,6 +36,9 @@ class Terminated(KeyboardInterrupt):
 
 def _raise_terminated(signum, frame):
     raise Terminated("SIGTERM")
+
+
+_raise_terminated.yields_to_solve = True  # a solve may install its own handler over it
 
 
 def _main_thread() -> bool:
@@ -53,21 +52,6 @@ def terminate_raises():
     saved = None
     if _main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         saved = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        if saved is not None:
-            signal.signal(signal.SIGTERM, saved)
-
-
-@contextmanager
-def handing_over():
-    """While inside, SIGTERM's handler is ``signal.default_int_handler`` where
-    it was :class:`Terminated`'s: a solve installs its own handler over it
-    (``anytime_solve(signals=("SIGINT", "SIGTERM"))``)."""
-    saved = None
-    if _main_thread() and signal.getsignal(signal.SIGTERM) is _raise_terminated:
-        saved = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         yield
     finally:

@@ -24,7 +24,7 @@ import sys
 import time
 
 from ._cli_checks import MAX_TIME_LIMIT, CLIError, check_args
-from ._cli_signals import exit_code, handing_over, signal_name, terminate_raises
+from ._cli_signals import exit_code, signal_name, terminate_raises
 from .budgets import BUDGET_GRAMMAR
 from .errors import HybridRematError
 
@@ -131,11 +131,11 @@ def cmd_solve(args) -> int:
 
     code = 0
     try:
-        with handing_over():  # anytime_solve handles SIGINT and SIGTERM itself: the best plan is kept
-            result = anytime_solve(problem, args.time_limit, workers=args.workers, heuristics=args.heuristic or None,
-                                   bounds=args.bound or None, improvers=args.improver or None,
-                                   formulations=args.formulation or None, on_improve=on_improve, seed=args.seed,
-                                   objective=args.objective, signals=("SIGINT", "SIGTERM"))
+        # anytime_solve handles SIGINT and SIGTERM itself: the best plan is kept
+        result = anytime_solve(problem, args.time_limit, workers=args.workers, heuristics=args.heuristic or None,
+                               bounds=args.bound or None, improvers=args.improver or None,
+                               formulations=args.formulation or None, on_improve=on_improve, seed=args.seed,
+                               objective=args.objective, signals=("SIGINT", "SIGTERM"))
     except SolveInterrupted as e:  # Ctrl-C or SIGTERM: the best plan so far, marked interrupted
         result = e.result
         code = exit_code(e)

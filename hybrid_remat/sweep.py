@@ -22,8 +22,10 @@ Solvers (``solvers=``, CLI ``--solver``):
 A :class:`Solver` object gives full control (heuristic objects must pickle
 for the process pool and Ray).
 
-Where the solves run: ``jobs=1`` in this process; else a ``spawn`` process
-pool (workers ignore Ctrl-C; the parent terminates them).  With ``ray=True``
+Where the solves run: ``jobs=1`` in this process; else a forked process
+pool (workers ignore Ctrl-C; the parent terminates them; never ``spawn``,
+whose workers would run the caller's script again: the README's example
+needs no ``__main__`` guard).  With ``ray=True``
 a local Ray runtime of ``jobs`` CPUs is started (its workers import this
 process's ``hybrid_remat``) and shut down afterwards; with an address the
 cluster's nodes need ``hybrid_remat`` installed.  Each solve is one Ray task
@@ -238,13 +240,14 @@ def _solve_kwargs(task: SweepTask, on_improve) -> dict:
     return {k: v for k, v in wanted.items() if k in params and (v is not None or k in ("heuristics", "formulations"))}
 
 
-def solve_task(task: SweepTask, graph=None) -> tuple[dict, dict | None, dict | None]:
+def solve_task(task: SweepTask, graph=None, *, signals=("SIGINT",)) -> tuple[dict, dict | None, dict | None]:
     """Run one solve; return ``(row, plan document or None, detail or None)``.
 
     The row's figures come from re-simulating the plan.  Budgets below the
     smallest feasible one give status ``below_min``; errors of the library
     give status ``error`` (a sweep goes on).  An interrupted solve raises
-    :class:`KeyboardInterrupt` (its row would not be the solve asked for).
+    :class:`KeyboardInterrupt` (its row would not be the solve asked for;
+    ``signals``: those the solve handles, see ``anytime_solve``).
     """
     from .anytime import anytime_solve
     from .plan import plan_to_json
@@ -269,8 +272,8 @@ def solve_task(task: SweepTask, graph=None) -> tuple[dict, dict | None, dict | N
             return row, None, None
         events: list = []
         t0 = time.perf_counter()
-        result = anytime_solve(problem, task.time_limit,
-                               **_solve_kwargs(task, lambda ev: events.append((ev.seconds, ev.objective))))
+        kwargs = {"signals": tuple(signals), **_solve_kwargs(task, lambda ev: events.append((ev.seconds, ev.objective)))}
+        result = anytime_solve(problem, task.time_limit, **kwargs)
         wall = time.perf_counter() - t0
     except KeyboardInterrupt:
         raise
@@ -312,10 +315,11 @@ def solve_task(task: SweepTask, graph=None) -> tuple[dict, dict | None, dict | N
     return row, doc, detail
 
 
-def _worker_init() -> None:  # pool workers leave Ctrl-C to the parent
+def _worker_init() -> None:  # pool workers leave Ctrl-C to the parent and die on SIGTERM (its terminate())
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _solve_indexed(task: SweepTask):
@@ -462,8 +466,9 @@ def sweep(graphs, budgets=DEFAULT_BUDGETS, *, time_limit: float = 10.0, solvers=
     reporter = progress_reporter(len(tasks), enabled=progress)
     t0 = time.perf_counter()
     try:
+        results = run_tasks(tasks, jobs=jobs, ray=ray)  # a pool forks here, before the progress bar's thread
         with reporter:
-            for index, (row, doc, det) in run_tasks(tasks, jobs=jobs, ray=ray):
+            for index, (row, doc, det) in results:
                 if doc is not None and plans_dir is not None:
                     os.makedirs(plans_dir, exist_ok=True)
                     path = plan_path_for(plans_dir, tasks[index])
