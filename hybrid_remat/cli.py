@@ -21,10 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 
-from ._cli_checks import MAX_TIME_LIMIT, CLIError, check_args
-from ._cli_signals import exit_code, signal_name, terminate_raises
+from ._cli_checks import MAX_TIME_LIMIT, CLIError, check_args, check_budget_spec, check_seconds
+from ._cli_signals import Terminated, exit_code, signal_name, terminate_raises
 from .budgets import BUDGET_GRAMMAR
 from .errors import HybridRematError
 
@@ -74,6 +75,7 @@ def cmd_info(args) -> int:
     from .feasibility import EXACT_MAX_NODES, smallest_feasible_budget
     from .limits import Limits
     from .loaders import load_graph
+    from .portfolio.runner import catch_signals
 
     g = load_graph(args.graph)
     peak = keep_all_peak(g)
@@ -86,7 +88,10 @@ def cmd_info(args) -> int:
         print(f"cost sum     {k}: {_fmt_time(float(g.cost(k).sum()))}{extra}")
     print(f"keep-all peak        {peak} B ({format_bytes(peak)})")
     node_bound = budget_lower_bound(g)
-    feas = smallest_feasible_budget(g, limits=Limits.seconds(args.search_time))
+    stop = threading.Event()  # a signal ends the search with what it settled (never an exception in a kernel)
+    heard: list = []
+    with catch_signals(("SIGINT", "SIGTERM"), lambda name: (heard.append(name), stop.set())):
+        feas = smallest_feasible_budget(g, limits=Limits.seconds(args.search_time, stop=stop))
     bound = max(node_bound, feas.lower)
 
     def pct(b):
@@ -100,8 +105,11 @@ def cmd_info(args) -> int:
               "exact search, plan simulated)")
     else:
         why = (f"the exact search covers graphs up to {EXACT_MAX_NODES} nodes" if g.n > EXACT_MAX_NODES
+               else f"the exact search was interrupted by {heard[0]}" if heard
                else f"the exact search did not settle it in {args.search_time:g} s")
         print(f"smallest feasible    between {feas.lower} B and {feas.upper} B ({why})")
+    if heard:
+        raise Terminated(heard[0]) if heard[0] == "SIGTERM" else KeyboardInterrupt(heard[0])
     return 0
 
 
@@ -332,7 +340,10 @@ def cmd_torch_plan(args) -> int:
         raise CLIError(f"torch-plan is unavailable: {reason}") from None
     p = _Parser(prog="hybrid-remat torch-plan", description="Trace a PyTorch model's training step and plan it.")
     torch_cli.add_arguments(p)
-    return torch_cli.run(p.parse_args(args.rest))
+    ns = p.parse_args(args.rest)
+    check_budget_spec("--budget", ns.budget)  # the one budget grammar, before the model is traced
+    check_seconds("--time-limit", ns.time_limit)
+    return torch_cli.run(ns)
 
 
 _BUDGET_HELP = BUDGET_GRAMMAR.replace("%", "%%")
@@ -507,6 +518,10 @@ def _main(argv) -> int:
     except OSError as e:
         print(f"hybrid-remat: error: {e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "), file=sys.stderr)
         return 2
+    except SystemError as e:  # a signal's exception raised as a compiled (Numba) kernel returned
+        if isinstance(e.__context__, KeyboardInterrupt):
+            raise e.__context__ from None
+        raise
 
 
 if __name__ == "__main__":
