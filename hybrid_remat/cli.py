@@ -6,7 +6,7 @@ Subcommands::
     hybrid-remat solve GRAPH --budget B --time-limit S [--device NAME=SIZE ...] [--out plan.json]
     hybrid-remat simulate GRAPH PLAN [--budget B | --device NAME=SIZE ...]
     hybrid-remat plugins
-    hybrid-remat plot PLAN GRAPH -o timeline.png [--kind auto|memory|gantt]
+    hybrid-remat plot GRAPH PLAN -o timeline.png [--kind auto|memory|gantt]
     hybrid-remat sweep GRAPH... --budgets 90%,80%,...,30% --time-limit S [--solver ...] [--ray [ADDRESS]]
     hybrid-remat torch-plan MODULE:FACTORY --input-shape ... --budget B --out plan.json
 
