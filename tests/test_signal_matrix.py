@@ -174,6 +174,7 @@ def test_sweep(tmp_path, jobs, sig):
     text = cmd.text()
     assert cmd.proc.returncode == code, text[-3000:]
     assert f"interrupted ({sig}); the rows done are in" in text and "Traceback" not in text, text[-3000:]
+    assert "leaked" not in text and "BrokenPipe" not in text, text[-3000:]
     assert not cmd.left_behind()
     rows = read_csv(str(out))
     assert 1 <= len(rows) < 6 and all(r["status"] in ("feasible", "optimal") for r in rows)
