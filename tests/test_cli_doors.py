@@ -124,7 +124,8 @@ def test_every_command_has_a_description_and_shows_its_defaults():
 
 def test_a_formulation_named_by_the_user_is_not_skipped_by_its_prediction():
     """``--formulation checkmate`` on 100 and 1000 nodes: the scheduler neither skips it ("predicted inf s")
-    nor starts it as a constructor with a construct share; it runs in the long phase."""
+    nor starts it as a constructor with a construct share; it runs in the long phase, alone (the improvers
+    ran in the polish phase before it)."""
     from hybrid_remat.exact.checkmate import CheckmateFormulation
     from hybrid_remat.generators import random_layered
     from hybrid_remat.portfolio.scheduler import Scheduler
@@ -138,6 +139,7 @@ def test_a_formulation_named_by_the_user_is_not_skipped_by_its_prediction():
         named = Scheduler(p, formulations=[form], named={"checkmate"})
         task = next(t for t in named.long if t.name == "checkmate")
         assert Scheduler.too_slow(task, 1.0) is None and not any(t.name == "checkmate" for t in named.construct)
+        assert [t.name for t in named.long] == ["checkmate"]  # the time the polish left is its own
         before = next(t for t in plain.long + plain.construct if t.name == "checkmate")
         if n == 1000:  # the prediction that skipped it
             assert Scheduler.too_slow(before, 60.0) is not None

@@ -148,6 +148,8 @@ class Scheduler:
         self.polish = self._by_priority([self._task("improver", o, "polish", i) for i, o in enumerate(imps)])
         forms_t.sort(key=lambda t: (float(getattr(t.obj, "rank", 10.0)), t.index))
         self.long = forms_t + [Task(t.kind, t.obj, "long", "", t.predicted, t.priority, t.index) for t in self.polish]
+        if any(t.name in self.named for t in forms_t):  # the formulations asked for get the time the polish left
+            self.long = forms_t
 
     # ------------------------------------------------------------ admission
     def keep_all_fits(self) -> bool:
