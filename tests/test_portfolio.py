@@ -455,7 +455,8 @@ def test_order_is_value_per_second_then_rank():
              "fast_bad": {"c": 1e-6, "k": 1.0, "value": 0.0}}
     hs = [H("unknown_b", 2), H("slow_good", 9), H("unknown_a", 1), H("fast_bad", 0), H("fast_good", 5)]
     s = Scheduler(p, heuristics=hs, table=table)
-    assert [t.name for t in s.construct] == ["fast_good", "slow_good", "fast_bad", "unknown_a", "unknown_b"]
+    # the quick start, then the components without figures (their short first slot) by rank, then by priority
+    assert [t.name for t in s.construct] == ["fast_good", "unknown_a", "unknown_b", "slow_good", "fast_bad"]
 
 
 def test_the_quickest_heuristic_that_gave_plans_starts_before_the_best_valued():
@@ -543,19 +544,19 @@ def _two_workers_after_a_slow_plan(delay=0.5, *, improvers=(), formulations=()):
 
 
 def test_a_formulation_waits_briefly_for_the_first_plan_to_start_warm():
-    from hybrid_remat.portfolio.workers import PLAN_WAIT_S
+    from hybrid_remat.portfolio.scheduler import PLAN_WAIT_S
 
     _, r = _two_workers_after_a_slow_plan(0.3 * PLAN_WAIT_S, formulations=[_WarmOnly()])
     assert [x.status for x in r.report if x.source == "warm_only"] == ["feasible"]
 
 
 def test_a_formulation_that_started_cold_and_found_nothing_runs_again_from_a_plan():
-    from hybrid_remat.portfolio.workers import PLAN_WAIT_S
+    from hybrid_remat.portfolio.scheduler import PLAN_WAIT_S
 
     p, r = _two_workers_after_a_slow_plan(1.5 * PLAN_WAIT_S, formulations=[_WarmOnly()])
     rows = [x for x in r.report if x.source == "warm_only"]
     assert [x.status for x in rows] == ["no_solution", "feasible"], rows
-    assert rows[1].note.startswith("round 2") and simulate(p, r.plan).valid
+    assert rows[1].note.startswith("second round") and simulate(p, r.plan).valid
 
 
 class _Idle(Improver):

@@ -38,7 +38,7 @@ from ..limits import NO_LIMITS, Limits, now
 from .calls import call_bound, call_formulation, call_heuristic, call_improver, formulation_scope
 from .ledger import SourceReport
 
-__all__ = ["execute", "Outcome", "LedgerView", "SameStart"]
+__all__ = ["execute", "Outcome", "LedgerView"]
 
 
 @dataclass
@@ -70,38 +70,8 @@ class LedgerView:
     def lower_bound(self) -> float:
         return self._ledger.bound
 
-
-class SameStart:
-    """Remembers where each ``"deterministic"`` improver or formulation last
-    started: run again from the same incumbent, having finished within its
-    share, it would only repeat itself.
-
-    ``store`` holds the start values: a dict (one process), or an array
-    shared by a pool's workers with ``key`` mapping a component to its slot
-    (NaN: none), so that no worker repeats what another one ran.
-    """
-
-    def __init__(self, store=None, key=None):
-        self._store = {} if store is None else store
-        self._key = key or (lambda obj: id(obj))
-
-    @staticmethod
-    def _applies(task) -> bool:
-        return task.kind in ("improver", "formulation") and "deterministic" in set(getattr(task.obj, "capabilities", ()))
-
-    def _get(self, task) -> float:
-        k = self._key(task.obj)
-        if isinstance(self._store, dict):
-            return self._store.get(k, math.nan)
-        return self._store[k]
-
-    def repeats(self, task, shared) -> bool:
-        return self._applies(task) and self._get(task) == shared.incumbent_value()
-
-    def record(self, task, start_value: float, out: Outcome) -> None:
-        if self._applies(task):
-            forget = out.wants_more or out.needs_incumbent or out.status == "error"
-            self._store[self._key(task.obj)] = math.nan if forget else start_value
+    def finished(self) -> bool:
+        return self._ledger.finished()
 
 
 def _counts(obj, problem) -> bool:
