@@ -124,7 +124,9 @@ class Heuristic:
     version : str
     capabilities : frozenset of str
     rank : float
-        Expected cost; ``anytime_solve`` runs cheaper heuristics first.
+        Expected cost: without calibration figures, ``anytime_solve`` gives
+        each component a short first slot in its phase, cheaper first
+        (:mod:`~hybrid_remat.portfolio.scheduler`).
     """
 
     name: str = "heuristic"

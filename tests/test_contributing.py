@@ -78,3 +78,25 @@ def test_the_guide_bound_and_formulation_pass_the_battery(tmp_path, fresh_regist
     report = testing.check_formulation(plugins.formulations()["one_cut_knapsack"])
     assert set(report["checks"].values()) == {"passed"}
     assert report["status"]["chain6@100%"] == "optimal"
+
+
+def test_the_guide_heuristic_named_alone_earns_the_first_turn_on_a_cold_run(tmp_path, fresh_registry):
+    """Not in the calibration table, it gets a short first slot before the calibrated bounds and the block
+    solver (which used the whole 10 s before it on resnet50 at 60 %), and gives the first plan."""
+    import threading
+
+    from hybrid_remat.loaders import load_graph
+    from hybrid_remat.problem import Problem
+
+    _register(tmp_path, "heuristic")
+    p = Problem.single(load_graph(ROOT / "datasets" / "resnet50_b32.json.gz"), "60%")
+    stop = threading.Event()
+
+    def stop_at_its_plan(imp):  # its plan is what this test is about: the rest of the 10 s is not needed
+        if imp.plan is not None and imp.source == "recompute_cheap":
+            stop.set()
+
+    r = anytime_solve(p, 10, heuristics=["recompute_cheap"], workers=1, stop=stop, on_improve=stop_at_its_plan)
+    assert r.plan is not None and simulate(p, r.plan).valid and r.solver == "recompute_cheap"
+    ran = [x for x in r.report if x.status != "skipped"]
+    assert ran[0].source == "recompute_cheap" and ran[0].status == "valid"
