@@ -131,11 +131,11 @@ def hybrid_remat_register_heuristics() -> list:
     left) and ``warmup()`` (compile kernels; called outside every time
     limit).
 
-    Older signatures still work: ``run(problem, *, seed=0)`` without
-    ``limits``, and ``run_detailed(problem, *, seed=0, deadline=None) ->
-    dict`` with keys ``plan`` and ``lower_bound``.  A heuristic that only
-    reports a bound (capability ``"bound_only"``) is used as a bound, with a
-    :class:`~hybrid_remat.plugins.PluginWarning`: register a bound instead.
+    One signature per kind (:data:`hybrid_remat.portfolio.calls.SIGNATURES`).
+    An object with an older one (``run(problem, *, seed=0)`` without
+    ``limits``; a ``"bound_only"`` heuristic, whose ``run_detailed`` reports a
+    ``lower_bound``: it becomes a bound) is wrapped once when it is
+    registered, with a :class:`~hybrid_remat.plugins.PluginWarning`.
 
     Example
     -------
@@ -220,17 +220,16 @@ def hybrid_remat_register_formulations() -> list:
     Receives nothing; collecting.
 
     A formulation has ``solve(problem, *, incumbent=None, limits=None,
-    seed=0, threads=1, on_incumbent=None, on_bound=None, time_limit=None,
-    node_limit=None, stop=None) -> FormulationResult`` (``limits`` merges the
-    older ``time_limit``/``node_limit``/``stop``:
-    :meth:`~hybrid_remat.interfaces.Formulation.limits_of`; a formulation
-    without ``limits`` gets only those).  It
+    seed=0, on_incumbent=None, on_bound=None) -> FormulationResult`` (one
+    with the older ``time_limit``/``node_limit``/``stop`` keywords instead of
+    ``limits`` is wrapped once when registered, with a
+    :class:`~hybrid_remat.plugins.PluginWarning`).  It
 
     * may use ``incumbent`` (a valid :class:`~hybrid_remat.plan.Plan`) as a
       warm start / hint;
-    * respects ``time_limit`` (seconds) and ``node_limit`` (search nodes,
-      branches or an equivalent deterministic work limit: tests use it),
-      ``threads`` and ``seed`` (same seed and one thread: same result);
+    * respects ``limits`` (its deadline, ``limits.nodes``: search nodes,
+      branches or an equivalent deterministic work limit, which tests use,
+      and its stop flag) and ``seed`` (same seed: same result);
     * calls ``on_incumbent(plan, source)`` with every improving plan, after
       checking it with :func:`~hybrid_remat.simulate.simulate` (``source``
       a short string such as ``"ortools"``), and ``on_bound(value)`` when its

@@ -8,8 +8,9 @@ planner are built on it:
 * :mod:`~hybrid_remat.portfolio.scheduler`: every decision: admission,
   order by measured value per second, time shares, skips, later rounds,
   seeds, copies (``next(view, now, slot)`` and ``done(assignment, outcome)``);
-* :mod:`~hybrid_remat.portfolio.execute`: one task of any kind, with the
-  new or the legacy signatures (:mod:`~hybrid_remat.portfolio.calls`);
+* :mod:`~hybrid_remat.portfolio.execute`: one task of any kind, called
+  with its kind's one signature (:mod:`~hybrid_remat.portfolio.calls`:
+  older components are wrapped once, when registered);
 * :mod:`~hybrid_remat.portfolio.runner`: the loop between the scheduler
   and an executor (in this process), signals, deadlines;
 * :mod:`~hybrid_remat.portfolio.workers`: the forked executor (worker
@@ -19,7 +20,7 @@ planner are built on it:
   same runner.
 """
 
-from .calls import BoundFromHeuristic, ImproverFromFormulation, ImproverFromFunction, as_bound
+from .calls import adapt
 from .execute import LedgerView, Outcome, execute
 from .ledger import Improvement, Ledger, SourceReport
 from .reduce import MergedDevices, OneDevice, SubPortfolio, ThroughReduction, reductions_for
@@ -29,8 +30,7 @@ from .workers import Pool, SharedIncumbent
 
 __all__ = [
     "Ledger", "SourceReport", "Improvement", "Scheduler", "Task", "Assignment", "WAIT", "DONE", "execute", "Outcome", "LedgerView",
-    "run_portfolio", "PortfolioRun", "honours_limits", "Pool", "SharedIncumbent", "as_bound",
-    "BoundFromHeuristic", "ImproverFromFunction", "ImproverFromFormulation", "default_workers",
+    "run_portfolio", "PortfolioRun", "honours_limits", "Pool", "SharedIncumbent", "adapt", "default_workers",
     "reductions_for", "OneDevice", "MergedDevices", "SubPortfolio", "ThroughReduction",
 ]
 

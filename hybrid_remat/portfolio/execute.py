@@ -1,6 +1,10 @@
 """Running one task (a heuristic, bound, improver or formulation) and
 passing what it finds to a sink.
 
+Every component is called with its kind's one signature
+(:data:`~hybrid_remat.portfolio.calls.SIGNATURES`; older ones were wrapped
+when they were registered).
+
 A *sink* has the offering methods of :class:`~hybrid_remat.portfolio.ledger.Ledger`
 (``offer_plan``, ``offer_bound``, ``note``, ``add_report``, ``add_stats``):
 in-process it is the ledger itself, in a worker process a pipe to the
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 from ..errors import HybridRematError
 from ..interfaces import ALL_PLANS, objectives_of
 from ..limits import NO_LIMITS, Limits, now
-from .calls import call_bound, call_formulation, call_heuristic, call_improver, formulation_scope
+from .calls import formulation_scope
 from .ledger import SourceReport
 
 __all__ = ["execute", "Outcome", "LedgerView"]
@@ -115,10 +119,7 @@ def execute(task, problem, sink, shared, *, limits: Limits | None = None, share:
 
 def _heuristic(task, problem, sink, shared, limits, seed, row) -> Outcome:
     name = task.name
-    plan, bound = call_heuristic(task.obj, problem, seed=seed, limits=limits)
-    if bound is not None and _counts(task.obj, problem):
-        scope = ALL_PLANS if getattr(task.obj, "bound_scope", "") == ALL_PLANS else name
-        sink.offer_bound(float(bound), name, scope)
+    plan = task.obj.run(problem, seed=seed, limits=limits)
     if plan is None:
         sink.note(name)
         return row("no_plan")
@@ -133,7 +134,7 @@ def _heuristic(task, problem, sink, shared, limits, seed, row) -> Outcome:
 
 
 def _bound(task, problem, sink, shared, limits, seed, row) -> Outcome:
-    res = call_bound(task.obj, problem, limits=limits)
+    res = task.obj.bound(problem, limits=limits)
     if res is None or res.value is None or res.value != res.value:
         note = str((res.stats or {}).get("skipped", "")) if res is not None else ""
         return row("skipped", note=note or "no bound", bound=True)
@@ -166,8 +167,9 @@ def _improver(task, problem, sink, shared, limits, seed, row) -> Outcome:
             best["value"], best["improved"] = problem.objective.value(sim), True
         return sim, improved
 
-    out = call_improver(task.obj, problem, start, seed=seed, limits=limits, on_incumbent=on_incumbent,
-                        shared=shared)
+    sharing = "shares_incumbent" in set(getattr(task.obj, "capabilities", ()))
+    out = task.obj.improve(problem, start, seed=seed, limits=limits, on_incumbent=on_incumbent,
+                           shared=shared if sharing else None)
     if out is not None and out is not start:
         on_incumbent(out, name)
     status = "improved" if best["improved"] else "no_change"
@@ -191,8 +193,7 @@ def _formulation(task, problem, sink, shared, limits, seed, row) -> Outcome:
         if counts:
             sink.offer_bound(value, name, scope)
 
-    fr = call_formulation(f, problem, incumbent=incumbent, limits=limits, seed=seed, on_incumbent=on_incumbent,
-                          on_bound=on_bound)
+    fr = f.solve(problem, incumbent=incumbent, limits=limits, seed=seed, on_incumbent=on_incumbent, on_bound=on_bound)
     key = name if not task.note else f"{name} ({task.note.strip(': ')})"
     sink.add_stats(key, dict(fr.stats or {}))
     if fr.plan is not None:
