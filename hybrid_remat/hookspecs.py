@@ -142,11 +142,13 @@ def hybrid_remat_register_heuristics() -> list:
     >>> from hybrid_remat import hookimpl
     >>> from hybrid_remat.interfaces import Heuristic
     >>> from hybrid_remat.plan import keep_all_plan
+    >>> from hybrid_remat.simulate import simulate
     >>> class ReferenceOrder(Heuristic):
     ...     name, version, rank = "reference_order", "1", 0.0
-    ...     capabilities = frozenset({"dag", "chain", "single_device"})
+    ...     capabilities = frozenset({"dag", "chain", "single_device", "honours_limits"})
     ...     def run(self, problem, *, seed=0, limits=None):
-    ...         return keep_all_plan(problem.graph, problem.primary.name)
+    ...         plan = keep_all_plan(problem.graph, problem.primary.name)
+    ...         return plan if simulate(problem, plan).valid else None   # keep-all may not fit
     >>> @hookimpl
     ... def hybrid_remat_register_heuristics():
     ...     return [ReferenceOrder()]
@@ -254,11 +256,15 @@ def hybrid_remat_register_formulations() -> list:
     Example
     -------
     >>> from hybrid_remat.interfaces import Formulation, FormulationResult
+    >>> from hybrid_remat.simulate import simulate
     >>> class EchoIncumbent(Formulation):
     ...     name, version = "echo", "1"
     ...     capabilities = frozenset({"dag", "chain", "single_device", "honours_limits"})
-    ...     def solve(self, problem, *, incumbent=None, **kw):
-    ...         return FormulationResult("feasible" if incumbent else "no_solution", incumbent)
+    ...     def solve(self, problem, *, incumbent=None, limits=None, seed=0, on_incumbent=None, on_bound=None):
+    ...         sim = simulate(problem, incumbent) if incumbent is not None else None
+    ...         if sim is None or not sim.valid:       # none, or a plan of another problem
+    ...             return FormulationResult("no_solution")
+    ...         return FormulationResult("feasible", incumbent, problem.objective.value(sim))
     >>> @hookimpl
     ... def hybrid_remat_register_formulations():
     ...     return [EchoIncumbent()]
@@ -282,12 +288,15 @@ def hybrid_remat_register_cost_models() -> list:
     Example
     -------
     >>> import numpy as np
+    >>> from hybrid_remat.errors import HybridRematError
     >>> from hybrid_remat.interfaces import CostModel
     >>> class UnitCost(CostModel):
     ...     name, version = "unit", "1"
     ...     def devices(self):
     ...         return ["unit"]
     ...     def estimate(self, graph, device):
+    ...         if device not in self.devices():
+    ...             raise HybridRematError(f"cost model 'unit' knows no device {device!r}")
     ...         return np.ones(graph.n)
     >>> @hookimpl
     ... def hybrid_remat_register_cost_models():
@@ -312,13 +321,14 @@ def hybrid_remat_register_loaders() -> list:
     Example
     -------
     >>> from hybrid_remat.interfaces import Loader
-    >>> class OnnxLoader(Loader):
-    ...     name, version = "onnx", "1"
+    >>> from hybrid_remat.loaders import graph_from_node_link, read_json
+    >>> class NodeLinkFile(Loader):
+    ...     name, version = "nodelink_file", "1"
     ...     def sniff(self, path, head):
-    ...         return path.endswith(".onnx")
-    ...     def load(self, path):
-    ...         raise NotImplementedError  # build a Graph here
+    ...         return str(path).endswith(".nodelink.json")
+    ...     def load(self, path):                      # a GraphError on a malformed file
+    ...         return graph_from_node_link(read_json(path), source=str(path))
     >>> @hookimpl
     ... def hybrid_remat_register_loaders():
-    ...     return [OnnxLoader()]
+    ...     return [NodeLinkFile()]
     """
