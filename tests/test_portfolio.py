@@ -592,7 +592,7 @@ def test_copies_of_an_improver_that_ends_early_stop_instead_of_spinning():
 
 
 def test_run_portfolio_directly_and_the_lift_uses_it():
-    from hybrid_remat.hetero.lift import single_device_portfolio
+    from hybrid_remat.hetero.lifted import single_device_portfolio
 
     p = tight(seed=8)
     run = run_portfolio(p, deadline=now() + 30, heuristics=[LifetimeSplit()], signals=())
