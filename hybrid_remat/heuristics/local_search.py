@@ -47,12 +47,12 @@ import math
 import numpy as np
 
 from ..errors import PlanError
+from ..heuristics.pruning import drop_recomputations
 from ..interfaces import Improver
 from ..limits import Limits
 from ..simulate import simulate
 from .common import GraphArrays, WorkMeter, finish, sequence_of_plan
 from .lifetime_split import ruin_and_recreate, split_continuation, split_sequence
-from .pruning import drop_recomputations
 
 __all__ = ["DropRecomputations", "LocalSearch", "LNS", "FIRST_START_WORK"]
 
