@@ -2,9 +2,10 @@
 how its progress is shown.  Used by :func:`hybrid_remat.sweep.sweep`.
 
 Every runner yields ``(task index, (row, plan document, detail))`` as each
-solve finishes.  On Ctrl-C the pool's workers (which ignore SIGINT) are
-terminated and Ray's pending tasks cancelled; the caller keeps the rows it
-already has.
+solve finishes.  On Ctrl-C or SIGTERM the pool's workers (which ignore
+SIGINT) are terminated and Ray's pending tasks cancelled; the caller keeps
+the rows it already has.  The pool is forked (:func:`pool_context`), never
+spawned: a spawned worker would run the caller's script again.
 """
 
 from __future__ import annotations
@@ -15,24 +16,58 @@ from collections.abc import Iterator
 
 from .errors import HybridRematError
 
-__all__ = ["run_tasks", "run_local", "run_pool", "run_ray", "progress_reporter"]
+__all__ = ["run_tasks", "run_local", "run_pool", "run_ray", "progress_reporter", "pool_context", "LOCAL_SIGNALS"]
+
+
+#: the signals a solve in this process handles itself (its best plan kept); pool workers handle none
+LOCAL_SIGNALS = ("SIGINT", "SIGTERM")
 
 
 def run_local(tasks) -> Iterator:
-    """Solve one task after another in this process."""
+    """Solve one task after another in this process (Ctrl-C and SIGTERM
+    stop the running solve and end the sweep)."""
     from .sweep import solve_task
 
     for t in tasks:
-        yield t.index, solve_task(t)
+        yield t.index, solve_task(t, signals=LOCAL_SIGNALS)
+
+
+def pool_context():
+    """The ``fork`` multiprocessing context, or ``None`` where there is none
+    (or this process is itself a pool's daemonic worker).
+
+    Never ``spawn`` or ``forkserver``: their workers import the caller's
+    ``__main__`` again, so a script that calls :func:`~hybrid_remat.sweep.sweep`
+    without an ``if __name__ == "__main__":`` guard (the README's example)
+    would run again in every worker, and fail there, for ever.
+    """
+    import multiprocessing as mp
+
+    if mp.current_process().daemon:
+        return None
+    try:
+        return mp.get_context("fork")
+    except ValueError:
+        return None
 
 
 def run_pool(tasks, jobs: int) -> Iterator:
-    """A ``spawn`` process pool of ``jobs`` workers; results in finishing order."""
-    import multiprocessing as mp
+    """A forked process pool of ``jobs`` workers (:func:`pool_context`);
+    results in finishing order.  The workers start here, before the caller
+    starts threads (a progress bar); they ignore SIGINT and die on SIGTERM,
+    and the parent terminates them when it is interrupted."""
+    from .sweep import _worker_init
 
-    from .sweep import _solve_indexed, _worker_init
+    ctx = pool_context()
+    if ctx is None:  # no fork: solve in this process rather than re-run the caller's script in workers
+        return run_local(tasks)
+    pool = ctx.Pool(jobs, initializer=_worker_init)
+    return _drain(pool, tasks)
 
-    pool = mp.get_context("spawn").Pool(jobs, initializer=_worker_init)
+
+def _drain(pool, tasks) -> Iterator:
+    from .sweep import _solve_indexed
+
     try:
         yield from pool.imap_unordered(_solve_indexed, tasks, chunksize=1)
         pool.close()

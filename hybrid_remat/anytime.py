@@ -43,7 +43,7 @@ optimality: a class optimum is ``feasible``.  ``infeasible`` when a bound
 over every plan is ``+inf`` (the feasibility check), ``no_solution``
 otherwise.
 
-Signals.  Ctrl-C (and what ``signals=`` names) stops every component within
+Signals.  Ctrl-C (and what ``signals=`` names) stops the warm-up at once and every component within
 about a second; the best result so far is attached to the
 :class:`SolveInterrupted` raised (a ``KeyboardInterrupt``).
 
@@ -71,6 +71,7 @@ from .objective import MAKESPAN, SERIAL
 from .portfolio import Improvement, Ledger, SourceReport, default_workers, reductions_for, run_portfolio
 from .portfolio.calls import adapt
 from .portfolio.runner import catch_signals
+from .portfolio.scheduler import Scheduler
 from .simulate import simulate
 
 __all__ = ["anytime_solve", "Result", "SourceReport", "Improvement", "SolveInterrupted", "warmup",
@@ -180,6 +181,10 @@ class SolveInterrupted(KeyboardInterrupt):
         super().__init__(f"solve interrupted by {signal}")
         self.result = result
         self.signal = signal
+
+
+class _WarmupStopped(BaseException):
+    """A signal during the warm-up (past every ``except Exception``)."""
 
 
 def trivial_lower_bound(problem) -> float:
@@ -329,9 +334,23 @@ def anytime_solve(problem, time_limit: float, *, workers: int | None = None, heu
     bnds += legacy_bounds
     red = reductions_for(problem, heuristics=heur, bounds=bnds, improvers=imps, formulations=forms)
     workers = default_workers() if workers is None else max(1, int(workers))
-    early: dict = {}  # a signal during the warm-up: nothing runs
-    with catch_signals(signals, lambda name: early.setdefault("signal", name)):
-        warm_s = warmup(heur + bnds + imps + forms) if warm else 0.0
+    early: dict = {}  # a signal during the warm-up ends it at once (a first-run Numba compile takes a minute)
+    warm_s = 0.0
+    if warm:
+        def stop_warmup(name):
+            early.setdefault("signal", name)
+            raise _WarmupStopped
+
+        t_warm = now()
+        try:
+            with catch_signals(signals, stop_warmup):
+                warm_s = warmup(heur + bnds + imps + forms)
+        except _WarmupStopped:
+            warm_s = now() - t_warm
+    # formulations the caller named run whatever the scheduler predicts (issue 23.7)
+    named = {w for w in (formulations or ()) if isinstance(w, str)}
+    sched = Scheduler(problem, heuristics=red.heuristics, bounds=red.bounds, improvers=red.improvers,
+                      formulations=red.formulations, reductions=red.reductions, named=named)
     t0 = now()
     ledger = Ledger(problem, on_improve=on_improve, t0=t0)
     run = run_portfolio(
@@ -339,7 +358,7 @@ def anytime_solve(problem, time_limit: float, *, workers: int | None = None, heu
         bounds=red.bounds, improvers=red.improvers, formulations=red.formulations, reductions=red.reductions,
         workers=workers, seed=seed, node_limit=node_limit,
         work_limit=work_limit, stop=stop, signals=signals, second_round_min_s=SECOND_ROUND_MIN_S,
-        second_round_margin_s=SECOND_ROUND_MARGIN_S, ledger=ledger,
+        second_round_margin_s=SECOND_ROUND_MARGIN_S, ledger=ledger, scheduler=sched,
     )
     run.signal = run.signal or early.get("signal")
     result = _result(ledger, run, warm_s)

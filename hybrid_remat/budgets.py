@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -36,20 +37,175 @@ from .graph import MAX_TOTAL_BYTES, Graph
 
 __all__ = [
     "parse_budget", "keep_all_peak", "budget_lower_bound", "min_feasible_budget", "node_need_bytes", "format_bytes",
-    "MAX_BUDGET_BYTES",
+    "MAX_BUDGET_BYTES", "BudgetSpec", "parse_budget_spec", "BUDGET_GRAMMAR",
 ]
 
 #: the largest budget accepted (4 EiB): budgets and graph sizes both stay
 #: below it, so their sums fit int64 (see :data:`hybrid_remat.graph.MAX_TOTAL_BYTES`)
 MAX_BUDGET_BYTES = MAX_TOTAL_BYTES
 
+#: the budget grammar of every door (CLI ``--budget``/``--budgets``/``--device NAME=SIZE``,
+#: ``Problem``, ``anytime_solve``, ``sweep``, ``hybrid_remat.torch.plan(budget=)``, ``torch-plan``)
+BUDGET_GRAMMAR = (
+    "bytes as an integer (123456, '123456'); a size with a unit: B, KB, MB, GB, TB, PB, EB (powers of 1000) "
+    "or KiB, MiB, GiB, TiB, PiB, EiB (powers of 1024; K, M, G, T alone are binary too), up to 4 EiB; "
+    "a percentage of the keep-all peak ('80%'; above 100% means keep-all fits); or a fraction of it, a "
+    "number in (0, 1] (0.8, '0.8', '1')"
+)
+
 _UNITS = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15, "eb": 10**18,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50, "eib": 2**60,
     "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
 }
-_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z%]*)\s*$")
+_RE = re.compile(r"^\s*([+-]?)([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z%]*)\s*$")
+_INTEGER = re.compile(r"^\s*\+?[0-9]+\s*$")
+_HINT = "write bytes (123456), a size (2GB, 512MiB), a percentage (80%) or a fraction in (0, 1] (0.8)"
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    """A budget as written, before any graph: bytes, or a fraction of a
+    reference peak (the keep-all peak for graphs).
+
+    Attributes
+    ----------
+    text : str
+        The spelling it was read from (for messages).
+    bytes : int or None
+        An absolute budget.
+    fraction : Fraction or None
+        A budget relative to the reference peak (``Fraction(1, 2)``: half).
+
+    Examples
+    --------
+    >>> parse_budget_spec("50%").resolve(1000), parse_budget_spec(0.25).resolve(1000)
+    (500, 250)
+    >>> parse_budget_spec("2KiB").resolve(1000), parse_budget_spec("2KiB").relative
+    (2048, False)
+    """
+
+    text: str
+    bytes: int | None = None
+    fraction: Fraction | None = None
+
+    @property
+    def relative(self) -> bool:
+        """Whether it needs a reference peak."""
+        return self.fraction is not None
+
+    def resolve(self, reference_bytes: int) -> int:
+        """Bytes: the absolute budget, or ``ceil(fraction x reference_bytes)``.
+
+        Raises
+        ------
+        BudgetError
+            A relative budget that comes to 0 B or above 4 EiB.
+        """
+        if self.fraction is None:
+            return int(self.bytes)
+        value = math.ceil(self.fraction * int(reference_bytes))
+        if value <= 0:
+            raise BudgetError(f"budget {self.text!r} is 0 B: the keep-all peak is {int(reference_bytes)} B")
+        if value > MAX_BUDGET_BYTES:
+            raise BudgetError(f"budget {self.text!r} is too large: {value} B, at most {MAX_BUDGET_BYTES} B (4 EiB)")
+        return value
+
+
+def _bad(spec, why: str) -> BudgetError:
+    return BudgetError(f"budget {spec!r} {why}")
+
+
+def _absolute(spec, value) -> BudgetSpec:
+    value = int(math.floor(value))
+    if value <= 0:
+        raise _bad(spec, "is less than 1 B: a budget must be positive")
+    if value > MAX_BUDGET_BYTES:
+        raise _bad(spec, f"is too large: at most {MAX_BUDGET_BYTES} B (4 EiB)")
+    return BudgetSpec(str(spec), bytes=value)
+
+
+def _relative(spec, frac: Fraction) -> BudgetSpec:
+    if frac > MAX_BUDGET_BYTES:  # would be too large against any peak of at least 1 B
+        raise _bad(spec, f"is too large: at most {MAX_BUDGET_BYTES} B (4 EiB)")
+    return BudgetSpec(str(spec), fraction=frac)
+
+
+def _from_number(spec, x: Fraction, *, integer: bool) -> BudgetSpec:
+    """A number without a unit: ``1`` and (0, 1] a fraction, integers >= 2 bytes."""
+    if x <= 0:
+        raise _bad(spec, "must be positive")
+    if x <= 1:
+        return _relative(spec, x)
+    if integer:
+        return _absolute(spec, x)
+    raise _bad(spec, "is ambiguous: a number above 1 without a unit must be whole bytes; "
+                     f"write {float(x) * 100:g}% or a size such as {float(x):g}GB")
+
+
+def parse_budget_spec(spec) -> BudgetSpec:
+    """Read a budget (the one grammar of every door, :data:`BUDGET_GRAMMAR`)
+    without a graph.
+
+    ``int >= 2`` or an integer string: bytes.  A number in (0, 1] (``0.5``,
+    ``"0.5"``, ``1``, ``"1"``): a fraction of the keep-all peak.  ``"50%"``:
+    a percentage (any positive one).  ``"2GB"``, ``"1.5GiB"``: a size.  A
+    unitless non-integer above 1 (``1.5``, ``"1.5"``, ``2.0``) is ambiguous.
+
+    Raises
+    ------
+    BudgetError
+        Zero, negative, non-finite, empty or unreadable budgets, unknown
+        units, ambiguous numbers and sizes above 4 EiB; the message names
+        the spelling.
+
+    Examples
+    --------
+    >>> parse_budget_spec("8GiB").bytes, parse_budget_spec("80%").fraction, parse_budget_spec(1).fraction
+    (8589934592, Fraction(4, 5), Fraction(1, 1))
+    >>> parse_budget_spec(1.5)
+    Traceback (most recent call last):
+    ...
+    hybrid_remat.errors.BudgetError: budget 1.5 is ambiguous: a number above 1 without a unit must be whole bytes; write 150% or a size such as 1.5GB
+    """
+    if isinstance(spec, BudgetSpec):
+        return spec
+    if isinstance(spec, bool) or spec is None:
+        raise _bad(spec, f"is not a budget: {_HINT}")
+    if isinstance(spec, (int, np.integer)):
+        return _from_number(spec, Fraction(int(spec)), integer=True)
+    if isinstance(spec, (float, np.floating)):
+        x = float(spec)
+        if not math.isfinite(x):
+            raise _bad(spec, f"is not finite: {_HINT}")
+        if x > 1e30:
+            raise _bad(spec, f"is too large: at most {MAX_BUDGET_BYTES} B (4 EiB)")
+        return _from_number(spec, Fraction(repr(x)), integer=False)  # 0.1 is 1/10, not its binary neighbour
+    if not isinstance(spec, str):
+        raise _bad(spec, f"is not a budget: {_HINT}")
+    if not spec.strip():
+        raise _bad(spec, f"is empty: {_HINT}")
+    mt = _RE.match(spec)
+    if not mt:
+        raise _bad(spec, f"cannot be read: {_HINT}")
+    sign, num, unit = mt.group(1), mt.group(2), mt.group(3).lower()
+    if unit and unit != "%" and unit not in _UNITS:
+        raise _bad(spec, f"has an unknown unit {mt.group(3)!r}: use B, KB, MB, GB, TB, PB, EB, KiB, MiB, GiB, TiB, "
+                         "PiB, EiB or %")
+    x = float(num)
+    if sign == "-" and x != 0:
+        raise _bad(spec, "must be positive")
+    if x > 1e30:  # before exact arithmetic on it ('1e999999999' would take forever)
+        raise _bad(spec, f"is too large: at most {MAX_BUDGET_BYTES} B (4 EiB)")
+    if x < 1e-30:  # zero, or so small that exact arithmetic would take forever ('1e-999999999')
+        raise _bad(spec, "must be positive")
+    value = Fraction(num)
+    if unit == "%":
+        return _relative(spec, value / 100)
+    if unit:
+        return _absolute(spec, value * _UNITS[unit])
+    return _from_number(spec, value, integer=bool(_INTEGER.match(spec)))
 
 
 @njit(cache=True)
@@ -112,54 +268,35 @@ def format_bytes(b: float) -> str:
 
 
 def parse_budget(budget, graph: Graph | None = None) -> int:
-    """Turn a budget into bytes.
+    """Turn a budget into bytes: :func:`parse_budget_spec` read against the
+    keep-all peak of ``graph`` (:meth:`BudgetSpec.resolve`).
 
     Parameters
     ----------
     budget : int, float or str
-        Bytes (``123``), a size with unit (``"8GiB"``, ``"512MB"``,
-        ``"1.5G"``; k/M/G alone are binary), or a percentage of the keep-all
-        peak (``"80%"`` = ``ceil(0.8 x peak)``).  A float in (0, 1] is *not*
-        taken as a fraction: write ``"90%"``.
+        See :data:`BUDGET_GRAMMAR`: bytes (``123``, ``"123"``), a size
+        (``"8GiB"``, ``"512MB"``), a percentage (``"80%"``) or a fraction
+        (``0.8``, ``"0.8"``) of the keep-all peak.
     graph : Graph, optional
-        Needed for percentages.
+        Needed for percentages and fractions.
 
     Raises
     ------
     BudgetError
-        Unparsable, negative, zero or non-finite budgets, budgets above
+        A spelling outside the grammar (the message names it), zero,
+        negative or non-finite budgets, budgets above
         :data:`MAX_BUDGET_BYTES` (4 EiB), or a percentage without a graph.
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> g = chain(4, bytes=10)  # keep-all peak 20 B
+    >>> parse_budget(0.5, g), parse_budget("0.5", g), parse_budget("150%", g), parse_budget("2KB")
+    (10, 10, 30, 2000)
     """
-    if isinstance(budget, bool):
-        raise BudgetError(f"budget {budget!r} is not a size")
-    if isinstance(budget, (int, np.integer)):
-        value = int(budget)
-    elif isinstance(budget, float):
-        if not math.isfinite(budget):
-            raise BudgetError(f"budget {budget!r} is not finite")
-        value = int(math.floor(budget))
-    elif isinstance(budget, str):
-        mt = _RE.match(budget)
-        if not mt:
-            raise BudgetError(f"cannot read budget {budget!r}: use bytes, a size like '8GiB' or '512MB', or '80%'")
-        num, unit = mt.group(1), mt.group(2).lower()
-        if float(num) > 1e30:  # before exact arithmetic on it ('1e999999999' would take forever)
-            raise BudgetError(f"budget {budget!r} is too large: at most {MAX_BUDGET_BYTES} B (4 EiB)")
-        if unit == "%":
-            if graph is None:
-                raise BudgetError(f"budget {budget!r} is a percentage but no graph was given")
-            frac = Fraction(num) / 100
-            if frac <= 0:
-                raise BudgetError(f"budget {budget!r} must be positive")
-            value = math.ceil(frac * keep_all_peak(graph))
-        elif unit in _UNITS:
-            value = int(math.floor(Fraction(num) * _UNITS[unit]))
-        else:
-            raise BudgetError(f"cannot read budget {budget!r}: unknown unit {mt.group(2)!r}")
-    else:
-        raise BudgetError(f"budget {budget!r} is not a size")
-    if value <= 0:
-        raise BudgetError(f"budget {budget!r} must be positive")
-    if value > MAX_BUDGET_BYTES:
-        raise BudgetError(f"budget {budget!r} is too large: at most {MAX_BUDGET_BYTES} B (4 EiB)")
-    return value
+    spec = parse_budget_spec(budget)
+    if spec.fraction is None:
+        return spec.resolve(0)
+    if graph is None:
+        raise BudgetError(f"budget {spec.text!r} is relative to the keep-all peak, but no graph was given")
+    return spec.resolve(keep_all_peak(graph))

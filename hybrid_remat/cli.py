@@ -6,7 +6,7 @@ Subcommands::
     hybrid-remat solve GRAPH --budget B --time-limit S [--device NAME=SIZE ...] [--out plan.json]
     hybrid-remat simulate GRAPH PLAN [--budget B | --device NAME=SIZE ...]
     hybrid-remat plugins
-    hybrid-remat plot PLAN GRAPH -o timeline.png [--kind auto|memory|gantt]
+    hybrid-remat plot GRAPH PLAN -o timeline.png [--kind auto|memory|gantt]
     hybrid-remat sweep GRAPH... --budgets 90%,80%,...,30% --time-limit S [--solver ...] [--ray [ADDRESS]]
     hybrid-remat torch-plan MODULE:FACTORY --input-shape ... --budget B --out plan.json
 
@@ -20,24 +20,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import sys
+import threading
 import time
 
+from ._cli_checks import MAX_TIME_LIMIT, CLIError, check_args, check_budget_spec, check_seconds
+from ._cli_signals import Terminated, exit_code, signal_name, terminate_raises
+from .budgets import BUDGET_GRAMMAR
 from .errors import HybridRematError
 
-__all__ = ["main", "build_parser", "MAX_TIME_LIMIT", "GRAPH_FORMATS"]
-
-#: the longest ``--time-limit`` accepted (7 days): anything longer is a typo
-MAX_TIME_LIMIT = 7 * 24 * 3600.0
+__all__ = ["main", "build_parser", "MAX_TIME_LIMIT", "GRAPH_FORMATS", "CLIError"]
 #: what the graph argument accepts, for --help
 GRAPH_FORMATS = ("graph file: remat-graph/1 JSON, plain or gzip (.json, .json.gz; datasets/README.md), "
                  "or networkx node-link JSON (Checkmate/Moccasin exports)")
-
-
-class CLIError(Exception):
-    """A usage error: printed as one line, exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -80,8 +75,8 @@ def cmd_info(args) -> int:
     from .feasibility import EXACT_MAX_NODES, smallest_feasible_budget
     from .limits import Limits
     from .loaders import load_graph
+    from .portfolio.runner import catch_signals
 
-    _check_seconds("--search-time", args.search_time, allow_zero=True)
     g = load_graph(args.graph)
     peak = keep_all_peak(g)
     print(f"graph        {g.name}")
@@ -93,7 +88,10 @@ def cmd_info(args) -> int:
         print(f"cost sum     {k}: {_fmt_time(float(g.cost(k).sum()))}{extra}")
     print(f"keep-all peak        {peak} B ({format_bytes(peak)})")
     node_bound = budget_lower_bound(g)
-    feas = smallest_feasible_budget(g, limits=Limits.seconds(args.search_time))
+    stop = threading.Event()  # a signal ends the search with what it settled (never an exception in a kernel)
+    heard: list = []
+    with catch_signals(("SIGINT", "SIGTERM"), lambda name: (heard.append(name), stop.set())):
+        feas = smallest_feasible_budget(g, limits=Limits.seconds(args.search_time, stop=stop))
     bound = max(node_bound, feas.lower)
 
     def pct(b):
@@ -107,80 +105,18 @@ def cmd_info(args) -> int:
               "exact search, plan simulated)")
     else:
         why = (f"the exact search covers graphs up to {EXACT_MAX_NODES} nodes" if g.n > EXACT_MAX_NODES
+               else f"the exact search was interrupted by {heard[0]}" if heard
                else f"the exact search did not settle it in {args.search_time:g} s")
         print(f"smallest feasible    between {feas.lower} B and {feas.upper} B ({why})")
+    if heard:
+        raise Terminated(heard[0]) if heard[0] == "SIGTERM" else KeyboardInterrupt(heard[0])
     return 0
-
-
-def _check_seconds(flag: str, value: float, *, allow_zero: bool = False) -> None:
-    """A number of seconds: finite, positive (or 0), at most :data:`MAX_TIME_LIMIT`."""
-    if not math.isfinite(value):
-        raise CLIError(f"{flag} must be a finite number of seconds, not {value:g}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise CLIError(f"{flag} must be a positive number of seconds, not {value:g}")
-    if value > MAX_TIME_LIMIT:
-        raise CLIError(f"{flag} {value:g} s is more than {MAX_TIME_LIMIT:g} s (7 days): give a shorter limit")
-
-
-def _check_devices(args) -> None:
-    """``--budget`` applies to the ``--device`` entries without a size; with
-    every device sized it would be ignored, so it is an error."""
-    if args.budget is not None and args.device and all("=" in d for d in args.device):
-        raise CLIError(
-            "--budget applies only to a --device given without a size, and every --device has one: "
-            "drop --budget, or write e.g. --device gpu --budget 60%"
-        )
-
-
-def _check_out(path: str | None, force: bool) -> None:
-    """``--out`` can be written: its folder exists and is writable; an
-    existing file needs ``--force``."""
-    if not path:
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise CLIError(f"--out {path} is a directory: name a file, e.g. {os.path.join(path, 'plan.json')}")
-    if not os.path.isdir(folder):
-        raise CLIError(f"--out {path}: the directory {os.path.dirname(path) or folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise CLIError(f"--out {path}: the directory {os.path.dirname(path) or folder} is not writable")
-    if os.path.exists(path) and not force:
-        raise CLIError(f"{path} exists; pass --force to overwrite it")
-
-
-def _check_names(args) -> None:
-    """Every --heuristic/--formulation/--bound/--improver names something registered."""
-    kinds = (("heuristic", "heuristic", "heuristics"), ("formulation", "formulation", "formulations"),
-             ("bound", "bound", "bounds"), ("improver", "improver", "improvers"))
-    if not any(getattr(args, attr, None) for _, attr, _ in kinds):
-        return
-    from . import plugins
-
-    for kind, attr, registry in kinds:
-        reg = getattr(plugins, registry)()
-        for name in getattr(args, attr, None) or []:
-            if name not in reg:
-                raise CLIError(f"unknown {kind} {name!r}; registered: {', '.join(sorted(reg)) or 'none'}")
-
-
-def _check_solve_args(args) -> None:
-    """Everything about the arguments that can be wrong, before the graph is
-    loaded and the solve starts (issue 12.7)."""
-    _check_seconds("--time-limit", args.time_limit)
-    if getattr(args, "workers", None) is not None and args.workers < 1:
-        raise CLIError(f"--workers must be at least 1, not {args.workers}")
-    if not 0 <= args.seed < 2**31:
-        raise CLIError(f"--seed must be an integer in 0..{2**31 - 1}, not {args.seed}")
-    _check_devices(args)
-    _check_out(args.out, args.force)
-    _check_names(args)
 
 
 def cmd_solve(args) -> int:
     from .anytime import SolveInterrupted, anytime_solve
     from .loaders import load_graph
 
-    _check_solve_args(args)
     g = load_graph(args.graph)
     if args.cost_model:
         first = (args.device or [""])[0].partition("=")[0] or g.cost_kinds[0]
@@ -203,22 +139,14 @@ def cmd_solve(args) -> int:
 
     code = 0
     try:
-        result = anytime_solve(
-            problem,
-            args.time_limit,
-            workers=args.workers,
-            heuristics=args.heuristic or None,
-            bounds=args.bound or None,
-            improvers=args.improver or None,
-            formulations=args.formulation or None,
-            on_improve=on_improve,
-            seed=args.seed,
-            objective=args.objective,
-            signals=("SIGINT", "SIGTERM"),
-        )
+        # anytime_solve handles SIGINT and SIGTERM itself: the best plan is kept
+        result = anytime_solve(problem, args.time_limit, workers=args.workers, heuristics=args.heuristic or None,
+                               bounds=args.bound or None, improvers=args.improver or None,
+                               formulations=args.formulation or None, on_improve=on_improve, seed=args.seed,
+                               objective=args.objective, signals=("SIGINT", "SIGTERM"))
     except SolveInterrupted as e:  # Ctrl-C or SIGTERM: the best plan so far, marked interrupted
         result = e.result
-        code = 130 if e.signal == "SIGINT" else 143
+        code = exit_code(e)
     if live:
         print(file=sys.stderr)
     return _solve_summary(args, problem, result, time.perf_counter() - t0, code)
@@ -248,7 +176,7 @@ def _solve_summary(args, problem, result, wall: float, code: int) -> int:
     if result.plan is None:
         if result.status != "infeasible":
             print(f"lower bound  {_fmt_time(result.lower_bound)} ({result.bound_source})")
-        print("no plan found within the limit" if result.status != "infeasible" else "no plan exists")
+        print(_no_plan_why(args, result))
         return code or 1
     sim = result.simulation
     peaks = ", ".join(f"{k}={format_bytes(v)}" for k, v in sim.peak_bytes.items())
@@ -269,39 +197,33 @@ def _solve_summary(args, problem, result, wall: float, code: int) -> int:
     return code
 
 
+def _no_plan_why(args, result) -> str:
+    """Why a solve ended without a plan: a signal, no plan exists, every
+    component ended (or was skipped) before the limit, or the limit."""
+    if result.status == "infeasible":
+        return "no plan exists"
+    if result.interrupted:
+        return f"no plan found before {result.stats.get('signal') or 'the stop request'}"
+    spent = float(result.stats.get("seconds", 0.0))
+    if spent < 0.9 * args.time_limit:
+        skipped = sorted({r.source for r in result.report if r.status == "skipped"})
+        extra = f"; skipped: {', '.join(skipped)}" if skipped else ""
+        return (f"no plan found: every component ended after {spent:.1f} s of the {args.time_limit:g} s limit "
+                f"without one (see the notes above{extra})")
+    return f"no plan found within the {args.time_limit:g} s limit"
+
+
 def cmd_simulate(args) -> int:
-    from .budgets import format_bytes, parse_budget
-    from .errors import BudgetError, PlanError
+    from .budgets import format_bytes
     from .loaders import load_graph
     from .plan import plan_from_json
-    from .problem import Device, Problem, default_links
+    from .plot import problem_for_plan
     from .simulate import simulate
 
-    _check_devices(args)
+    doc = _read_plan_doc(args.plan)
     g = load_graph(args.graph)
-    try:
-        with open(args.plan) as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise PlanError(f"{args.plan}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PlanError(f"{args.plan}: not JSON: {e}") from None
-    if args.budget is None and not args.device:
-        devs = doc.get("devices") if isinstance(doc, dict) else None
-        if not devs:
-            raise PlanError(f"{args.plan} names no devices: give --budget or --device")
-        try:
-            devices = [
-                Device(d["name"], d.get("kind", d["name"]), parse_budget(int(d["memory_bytes"])),
-                       can_compute=d.get("kind") != "storage")
-                for d in devs
-            ]
-        except (KeyError, TypeError, ValueError, OverflowError, BudgetError):
-            raise PlanError(f"{args.plan}: malformed devices list (each needs a name and memory_bytes "
-                            "from 1 B to 4 EiB)") from None
-        problem = Problem(g, devices, default_links(g, [d.name for d in devices]))
-    else:
-        problem = _problem(g, args)
+    problem = problem_for_plan(g, doc, budget=args.budget, devices=args.device, objective="serial",
+                               source=args.plan, check=True)
     plan = plan_from_json(doc, g)
     r = simulate(problem, plan)
     print(f"valid        {'yes' if r.valid else 'NO: ' + str(r.error)}")
@@ -324,19 +246,38 @@ def cmd_plugins(args) -> int:
 def cmd_plot(args) -> int:
     from .loaders import load_graph
     from .plan import plan_from_json
-    from .plot import FORMATS, problem_for_plan, save, timeline
+    from .plot import problem_for_plan, save, timeline
 
-    if os.path.splitext(args.out)[1].lower() not in FORMATS:
-        raise CLIError(f"{args.out}: cannot tell the figure format; use one of {', '.join(FORMATS)}")
-    if os.path.exists(args.out) and not args.force:
-        raise CLIError(f"{args.out} exists; pass --force to overwrite it")
-    doc = _read_plan_doc(args.plan)
-    g = load_graph(args.graph)
-    problem = problem_for_plan(g, doc, budget=args.budget, devices=args.device, objective=args.objective)
+    graph_path, plan_path = _plot_order(args.graph, args.plan)
+    doc = _read_plan_doc(plan_path)
+    g = load_graph(graph_path)
+    problem = problem_for_plan(g, doc, budget=args.budget, devices=args.device, objective=args.objective,
+                               source=plan_path)
     fig = timeline(problem, plan_from_json(doc, g), kind=args.kind, max_points=args.max_points)
     save(fig, args.out, overwrite=args.force)
     print(f"figure written {args.out}")
     return 0
+
+
+def _is_plan_file(path: str) -> bool:
+    from .plan import PLAN_FORMAT
+
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == PLAN_FORMAT
+
+
+def _plot_order(first: str, second: str) -> tuple[str, str]:
+    """``plot GRAPH PLAN`` (as ``simulate``); the older ``plot PLAN GRAPH`` is
+    still read when the files tell which is which (a plan file names its
+    format, a graph never names that one)."""
+    if not _is_plan_file(second) and _is_plan_file(first):
+        print("hybrid-remat: note: plot takes GRAPH PLAN (as simulate); read as PLAN GRAPH", file=sys.stderr)
+        return second, first
+    return first, second
 
 
 def _read_plan_doc(path: str) -> dict:
@@ -349,17 +290,15 @@ def _read_plan_doc(path: str) -> dict:
     except FileNotFoundError:
         raise PlanError(f"{path}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PlanError(f"{path}: not a JSON plan ({e}); the order is: plot PLAN GRAPH") from None
+        raise PlanError(f"{path}: not a JSON plan ({e}); the order is: GRAPH PLAN") from None
     if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
-        raise PlanError(f"{path} is not a {PLAN_FORMAT} plan; the order is: plot PLAN GRAPH")
+        raise PlanError(f"{path} is not a {PLAN_FORMAT} plan; the order is: GRAPH PLAN")
     return doc
 
 
 def cmd_sweep(args) -> int:
     from .sweep import parse_budgets, sweep
 
-    if not args.time_limit > 0:
-        raise CLIError(f"--time-limit must be a positive number of seconds, not {args.time_limit:g}")
     solvers = [s for spec in (args.solver or ["portfolio"]) for s in spec.split(",") if s]
     try:
         rows = sweep(args.graphs, parse_budgets(args.budgets), time_limit=args.time_limit, solvers=solvers,
@@ -367,9 +306,9 @@ def cmd_sweep(args) -> int:
                      devices=args.device or (), seed=args.seed, node_limit=args.node_limit, jobs=args.jobs,
                      ray=args.ray, out=args.out, plans=not args.no_plans, force=args.force, plot=args.plot,
                      progress=not args.quiet)
-    except KeyboardInterrupt:
-        print(f"hybrid-remat: interrupted; the rows done are in {args.out}", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"hybrid-remat: interrupted ({signal_name(e)}); the rows done are in {args.out}", file=sys.stderr)
+        return exit_code(e)
     n = len(rows)
     print(f"{n} rows written {args.out}" + (f"; figure written {args.plot}" if args.plot else ""))
     return 0
@@ -401,97 +340,136 @@ def cmd_torch_plan(args) -> int:
         raise CLIError(f"torch-plan is unavailable: {reason}") from None
     p = _Parser(prog="hybrid-remat torch-plan", description="Trace a PyTorch model's training step and plan it.")
     torch_cli.add_arguments(p)
-    return torch_cli.run(p.parse_args(args.rest))
+    ns = p.parse_args(args.rest)
+    check_budget_spec("--budget", ns.budget)  # the one budget grammar, before the model is traced
+    check_seconds("--time-limit", ns.time_limit)
+    return torch_cli.run(ns)
+
+
+_BUDGET_HELP = BUDGET_GRAMMAR.replace("%", "%%")
+_EXITS = "Exit codes: 0 done, 2 a usage or input error (one line on stderr), 130 Ctrl-C, 143 SIGTERM."
+
+
+def _device_arg(s, extra: str) -> None:
+    s.add_argument("--device", action="append", metavar="NAME[=SIZE]",
+                   help="a device and its budget, e.g. gpu=2GiB (SIZE in the --budget grammar); repeat for "
+                        "CPU+GPU (cpu=64GiB)" + extra)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="hybrid-remat",
                 description="Plan rematerialization and CPU/GPU placement under memory budgets.  "
-                            f"GRAPH is a {GRAPH_FORMATS}.")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+                            f"GRAPH is a {GRAPH_FORMATS}.  Budgets: {BUDGET_GRAMMAR}.",
+                epilog=_EXITS)
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
 
     s = sub.add_parser("info", help="graph statistics, keep-all peak and the smallest feasible budget (or bounds on it)",
                        description="Graph statistics, the keep-all peak, a lower bound on the smallest feasible "
-                                   "budget and, where an exact search settles it, the smallest feasible budget.")
-    s.add_argument("graph", help=GRAPH_FORMATS)
+                                   "budget and, where an exact search settles it within --search-time, the "
+                                   "smallest feasible budget.", epilog=_EXITS)
+    s.add_argument("graph", metavar="GRAPH", help=GRAPH_FORMATS)
     s.add_argument("--search-time", type=float, default=2.0, metavar="S",
                    help="seconds for the exact search of the smallest feasible budget (default: %(default)s; "
-                        "graphs up to 64 nodes)")
+                        "0: none; graphs up to 64 nodes)")
     s.set_defaults(func=cmd_info)
 
     s = sub.add_parser(
         "solve", help="plan under a budget with heuristics + exact SCIP model",
         description="Plan under memory budgets: heuristics, exact models and search within the time limit; "
                     "the best plan (simulated) is written with --out.  All arguments are checked before the "
-                    "solve starts.",
+                    f"solve starts.  Ctrl-C or SIGTERM stops the solve and writes the best plan, marked "
+                    f"interrupted.  {_EXITS}",
     )
     s.lazy_epilog = _registered_names
-    s.add_argument("graph", help=GRAPH_FORMATS)
-    s.add_argument("--budget", help="bytes, '8GiB', '512MB' or '80%%' of the keep-all peak; with --device it "
-                                    "applies to the devices given without a size (an error if all have one)")
-    s.add_argument("--device", action="append", metavar="NAME=SIZE",
-                   help="a device and its budget, e.g. gpu=2GiB; repeat for CPU+GPU (cpu=64GiB); "
-                        "NAME alone takes --budget")
+    s.add_argument("graph", metavar="GRAPH", help=GRAPH_FORMATS)
+    s.add_argument("--budget", help=f"{_BUDGET_HELP}; with --device it applies to the devices given without a "
+                                    "size (an error if all have one)")
+    _device_arg(s, "; NAME alone takes --budget")
     s.add_argument("--time-limit", type=float, default=20.0, metavar="S",
                    help="seconds of search after the Numba warm-up (default: %(default)s; at most 7 days)")
     s.add_argument("--workers", type=int, metavar="N",
                    help="worker processes (default: the cores this process may use)")
     s.add_argument("--heuristic", action="append", metavar="NAME",
-                   help="run only these heuristics (repeatable; registered names below)")
+                   help="run only these heuristics (repeatable; default: every default one; names below)")
     s.add_argument("--bound", action="append", metavar="NAME", help="run only these bounds (repeatable)")
     s.add_argument("--improver", action="append", metavar="NAME", help="run only these improvers (repeatable)")
     s.add_argument("--formulation", action="append", metavar="NAME",
-                   help="run only these exact formulations (repeatable; registered names below)")
+                   help="run only these exact formulations (repeatable; a named one runs even where it is "
+                        "predicted not to finish)")
     s.add_argument("--cost-model", action="append", metavar="[KIND=]MODEL:DEVICE",
                    help="replace a cost column with a registered cost model's estimate, e.g. roofline:h200")
     s.add_argument("--objective", choices=("serial", "makespan"), default="serial",
-                   help="serial time (sum of compute and copy times, default) or makespan with overlap")
+                   help="serial time (sum of compute and copy times) or makespan with overlap "
+                        "(default: %(default)s)")
     s.add_argument("--seed", type=int, default=0,
                    help="random seed of the heuristics and solvers (default: %(default)s)")
-    s.add_argument("--out", help="write the plan as remat-plan/1 JSON (its directory must exist)")
+    s.add_argument("--out", metavar="PLAN", help="write the plan as remat-plan/1 JSON (its directory must exist)")
     s.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     s.add_argument("--quiet", action="store_true", help="no live progress lines")
     s.set_defaults(func=cmd_solve)
 
-    s = sub.add_parser("simulate", help="check a remat-plan/1 file and report peaks and times")
-    s.add_argument("graph", help=GRAPH_FORMATS)
-    s.add_argument("plan", help="a remat-plan/1 JSON file")
-    s.add_argument("--budget", help="as for solve; without it and --device, the plan's own devices")
-    s.add_argument("--device", action="append", metavar="NAME=SIZE")
+    s = sub.add_parser("simulate", help="check a remat-plan/1 file and report peaks and times",
+                       description="Replay a plan on its graph: validity, peak memory per device against its "
+                                   "budget, total time and makespan.  Exit code 1 when the plan is invalid.",
+                       epilog=_EXITS)
+    s.add_argument("graph", metavar="GRAPH", help=GRAPH_FORMATS)
+    s.add_argument("plan", metavar="PLAN", help="a remat-plan/1 JSON file")
+    s.add_argument("--budget", help=f"{_BUDGET_HELP} (default: the plan's own devices)")
+    _device_arg(s, " (default: the plan's own devices)")
     s.set_defaults(func=cmd_simulate)
 
-    s = sub.add_parser("plugins", help="list registered heuristics, formulations, cost models and loaders")
+    s = sub.add_parser("plugins", help="list registered heuristics, formulations, cost models and loaders",
+                       description="List every registered component: kind, name, version, the plugin that "
+                                   "registered it and its capabilities.", epilog=_EXITS)
     s.set_defaults(func=cmd_plugins)
 
-    s = sub.add_parser("plot", help="draw a plan: memory per device over its steps (and a Gantt chart)")
-    s.add_argument("plan")
-    s.add_argument("graph")
-    s.add_argument("-o", "--out", required=True, help="figure file: .png, .svg or .pdf")
-    s.add_argument("--budget", help="check against this budget instead of the plan's devices")
-    s.add_argument("--device", action="append", metavar="NAME=SIZE")
+    s = sub.add_parser("plot", help="draw a plan: memory per device over its steps (and a Gantt chart)",
+                       description="Draw a plan: memory per device over its steps against the budget and, for "
+                                   "makespan plans, a Gantt chart of devices and copy streams.  The arguments "
+                                   "are GRAPH PLAN, as for simulate (the older PLAN GRAPH is still read).",
+                       epilog=_EXITS)
+    s.add_argument("graph", metavar="GRAPH", help=GRAPH_FORMATS)
+    s.add_argument("plan", metavar="PLAN", help="a remat-plan/1 JSON file")
+    s.add_argument("-o", "--out", required=True, metavar="FIGURE", help="figure file: .png, .svg or .pdf")
+    s.add_argument("--budget", help=f"check against this budget instead of the plan's devices: {_BUDGET_HELP}")
+    _device_arg(s, " (default: the plan's own devices)")
     s.add_argument("--kind", choices=("auto", "memory", "gantt"), default="auto",
-                   help="auto: add the Gantt chart of devices and copy streams for makespan plans")
+                   help="auto: add the Gantt chart of devices and copy streams for makespan plans "
+                        "(default: %(default)s)")
     s.add_argument("--objective", choices=("serial", "makespan"), help="default: the plan's summary")
-    s.add_argument("--max-points", type=int, default=2000, help="points per curve (long plans are bucketed)")
+    s.add_argument("--max-points", type=int, default=2000, metavar="N",
+                   help="points per curve; long plans are bucketed (default: %(default)s)")
     s.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     s.set_defaults(func=cmd_plot)
 
-    s = sub.add_parser("sweep", help="solve graphs x budgets x solvers into a CSV (and a Pareto figure)")
-    s.add_argument("graphs", nargs="+", metavar="GRAPH")
-    s.add_argument("--budgets", default="90%,80%,...,30%", help="comma list; '...' continues a step of percents")
-    s.add_argument("--time-limit", type=float, default=10.0, help="seconds per solve")
+    s = sub.add_parser("sweep", help="solve graphs x budgets x solvers into a CSV (and a Pareto figure)",
+                       description="Solve every graph at every budget with every solver, one solve per worker; "
+                                   "one CSV row per solve (figures from re-simulating its plan), the plans "
+                                   "beside the CSV.  Every argument and graph is checked before the first "
+                                   "solve.  Ctrl-C or SIGTERM keeps the rows done.", epilog=_EXITS)
+    s.add_argument("graphs", nargs="+", metavar="GRAPH", help=GRAPH_FORMATS)
+    s.add_argument("--budgets", default="90%,80%,...,30%", metavar="B[,B...]",
+                   help=f"comma list of budgets ({_BUDGET_HELP}); '...' continues a step of percentages "
+                        "(default: %(default)s)")
+    s.add_argument("--time-limit", type=float, default=10.0, metavar="S",
+                   help="seconds per solve (default: %(default)s; at most 7 days)")
     s.add_argument("--solver", action="append", metavar="NAME[,NAME]",
                    help="portfolio (default), heuristics, or a registered heuristic or formulation")
-    s.add_argument("--heuristic", action="append", help="only these heuristics in portfolio/heuristics")
-    s.add_argument("--formulation", action="append", help="only these formulations in portfolio")
-    s.add_argument("--objective", choices=("serial", "makespan"), default="serial")
-    s.add_argument("--device", action="append", metavar="NAME=SIZE", help="extra devices, e.g. cpu=64GiB")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--node-limit", type=int, help="branch-and-bound node limit (deterministic runs)")
-    s.add_argument("--jobs", type=int, help="parallel solves (default: CPUs); 1 = in this process")
+    s.add_argument("--heuristic", action="append", metavar="NAME",
+                   help="only these heuristics in portfolio/heuristics")
+    s.add_argument("--formulation", action="append", metavar="NAME", help="only these formulations in portfolio")
+    s.add_argument("--objective", choices=("serial", "makespan"), default="serial",
+                   help="(default: %(default)s)")
+    s.add_argument("--device", action="append", metavar="NAME=SIZE",
+                   help="extra devices after the budgeted one, e.g. cpu=64GiB")
+    s.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    s.add_argument("--node-limit", type=int, metavar="N", help="branch-and-bound node limit (deterministic runs)")
+    s.add_argument("--jobs", type=int, metavar="N",
+                   help="parallel solves (default: the CPUs, at most the solves); 1 = in this process")
     s.add_argument("--ray", nargs="?", const=True, metavar="ADDRESS",
                    help="run on Ray: a local runtime, or the cluster at ADDRESS (extra [ray])")
-    s.add_argument("--out", default="sweep.csv", help="CSV file (plans go to <stem>_plans/ beside it)")
+    s.add_argument("--out", default="sweep.csv", metavar="CSV",
+                   help="CSV file; plans go to <stem>_plans/ beside it (default: %(default)s)")
     s.add_argument("--no-plans", action="store_true", help="do not write the plans")
     s.add_argument("--plot", metavar="FIGURE", help="also draw budget vs TDI%% per graph (.png/.svg/.pdf)")
     s.add_argument("--force", action="store_true", help="overwrite the CSV, plans and figure")
@@ -506,7 +484,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Entry point of the ``hybrid-remat`` console script."""
+    """Entry point of the ``hybrid-remat`` console script.
+
+    Exit codes: 0 done, 1 ``simulate`` found the plan invalid, 2 a usage or
+    input error (one line on stderr), 130 Ctrl-C, 143 SIGTERM (the best
+    result so far written, marked interrupted)."""
+    try:
+        with terminate_raises():
+            return _main(argv)
+    except KeyboardInterrupt as e:  # Terminated (SIGTERM) too
+        print(f"hybrid-remat: interrupted ({signal_name(e)})", file=sys.stderr)
+        return exit_code(e)
+
+
+def _main(argv) -> int:
     try:
         parser = build_parser()
         args, rest = parser.parse_known_args(argv)
@@ -517,17 +508,20 @@ def main(argv=None) -> int:
         if not getattr(args, "command", None):
             parser.print_help()
             return 2
+        if args.command != "torch-plan":  # torch-plan checks its own arguments
+            check_args(args)
         return int(args.func(args) or 0)
-    except (CLIError, HybridRematError, FileExistsError) as e:
+    except (HybridRematError, FileExistsError) as e:
         msg = " ".join(str(e).split())
         print(f"hybrid-remat: error: {msg}", file=sys.stderr)
         return 2
     except OSError as e:
         print(f"hybrid-remat: error: {e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "), file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("hybrid-remat: interrupted", file=sys.stderr)
-        return 130
+    except SystemError as e:  # a signal's exception raised as a compiled (Numba) kernel returned
+        if isinstance(e.__context__, KeyboardInterrupt):
+            raise e.__context__ from None
+        raise
 
 
 if __name__ == "__main__":

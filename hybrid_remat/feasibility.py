@@ -182,8 +182,10 @@ def _sink_kernel(size, pmask, goal, budget, work, table, qs, qp, qv, todo, count
     one can do everything this one can).
 
     The search state lives in the arrays (see :class:`_SinkSearch`) and
-    ``counts = [states found, states to expand]``, so that a search stopped
-    by ``work`` resumes where it stopped.  Returns ``(status, sequence, work
+    ``counts = [states found, states to expand, state, node, subset]`` (the
+    last three: where an expansion stopped inside its subset loop, ``-1``
+    when none), so that a search stopped by ``work`` resumes where it
+    stopped, between expansions or inside one.  Returns ``(status, sequence, work
     spent)``: status 1 (a set holding ``goal`` is reached; ``sequence`` the
     computations leading there), 0 (proved unreachable), -1 (``work`` ran
     out: call again) or -2 (the arrays are full)."""
@@ -198,19 +200,29 @@ def _sink_kernel(size, pmask, goal, budget, work, table, qs, qp, qv, todo, count
     ntodo = counts[1]
     spent = 0
     empty = np.zeros(0, dtype=np.int64)
-    while ntodo > 0:
-        if spent > work:  # stop between expansions: the search resumes here
-            counts[0] = tail
-            counts[1] = ntodo
-            return -1, empty, spent
-        ntodo -= 1
-        head = todo[ntodo]
+    resume = counts[2] >= 0  # an expansion stopped in its subset loop (one can hold 2**58 subsets)
+    while ntodo > 0 or resume:
+        v_first = m - 1
+        sub_first = np.int64(-1)
+        if resume:
+            head = counts[2]
+            v_first = counts[3]
+            sub_first = counts[4]
+            counts[2] = -1
+            resume = False
+        else:
+            if spent > work:  # stop between expansions: the search resumes here
+                counts[0] = tail
+                counts[1] = ntodo
+                return -1, empty, spent
+            ntodo -= 1
+            head = todo[ntodo]
         R = qs[head]
         mem = 0
         for u in range(m):
             if (R >> u) & 1:
                 mem += size[u]
-        for v in range(m - 1, -1, -1):  # pushed last, expanded first: the nodes nearest the sink
+        for v in range(v_first, -1, -1):  # pushed last, expanded first: the nodes nearest the sink
             bit = np.int64(1) << v
             if R & bit or (pmask[v] & R) != pmask[v]:
                 continue
@@ -220,7 +232,16 @@ def _sink_kernel(size, pmask, goal, budget, work, table, qs, qp, qv, todo, count
             others = R & ~pmask[v]
             whole = mem - psize[v] <= room
             sub = others
+            if v == v_first and sub_first >= 0:
+                sub = sub_first
             while True:  # the maximal subsets of `others` within `room` (all of it when it fits)
+                if spent > work:  # stop inside the expansion: it resumes at this subset
+                    counts[0] = tail
+                    counts[1] = ntodo
+                    counts[2] = head
+                    counts[3] = v
+                    counts[4] = sub
+                    return -1, empty, spent
                 spent += 1
                 ok = True
                 if not whole:
@@ -329,7 +350,8 @@ class _SinkSearch:
         self.todo = np.empty(max_states, dtype=np.int32)  # states still to expand (a stack)
         self.qs[0], self.qp[0], self.qv[0], self.todo[0] = 0, -1, -1, 0
         self.table[_seen_slot(self.table, 0)] = 0
-        self.counts = np.array([1, 1], dtype=np.int64)
+        # states found, states to expand, and where a stopped expansion resumes (state, node, subset; -1: none)
+        self.counts = np.array([1, 1, -1, 0, 0], dtype=np.int64)
 
 
 class _Search:

@@ -32,7 +32,7 @@ import numpy as np
 
 from .errors import HybridRematError, PlanError
 
-__all__ = ["timeline", "pareto", "save", "step_times", "problem_for_plan", "FORMATS"]
+__all__ = ["timeline", "pareto", "save", "step_times", "problem_for_plan", "plan_devices", "FORMATS"]
 
 FORMATS = (".png", ".svg", ".pdf")
 _COMPUTE, _RECOMPUTE, _COPY_IN, _COPY_OUT, _BUDGET = "#3b75af", "#e8871e", "#2ca02c", "#9467bd", "#d62728"
@@ -99,31 +99,52 @@ def _bucketed(steps: np.ndarray, k: int, max_points: int) -> np.ndarray:
     return np.unique(steps // width) * width + width // 2
 
 
-def problem_for_plan(graph, doc: dict, *, budget=None, devices=None, objective=None):
-    """The problem a ``remat-plan/1`` document was written for: its devices
-    (or ``budget`` / ``devices`` specs) and the objective of its summary.
+def plan_devices(doc: dict, source: str = "the plan") -> list:
+    """The devices a ``remat-plan/1`` document names, each checked: a name
+    and ``memory_bytes`` a whole number from 1 B to 4 EiB.
 
     Raises
     ------
     PlanError
-        The document names no devices and none are given.
+        No devices, or a malformed entry (``memory_bytes`` 1e30, a string).
     """
-    from .problem import Device, Problem, default_links
+    from .budgets import MAX_BUDGET_BYTES
+    from .problem import Device
+
+    devs = doc.get("devices") if isinstance(doc, dict) else None
+    if not devs or not isinstance(devs, list):
+        raise PlanError(f"{source} names no devices: give --budget or --device")
+    out = []
+    for d in devs:
+        size = d.get("memory_bytes") if isinstance(d, dict) else None
+        ok = (isinstance(size, (int, float)) and not isinstance(size, bool) and math.isfinite(size)
+              and size == int(size) and 1 <= size <= MAX_BUDGET_BYTES and isinstance(d.get("name"), str))
+        if not ok:
+            raise PlanError(f"{source}: malformed devices list (each needs a name and memory_bytes from 1 B to "
+                            f"4 EiB, a whole number of bytes; got {d!r:.80})")
+        out.append(Device(d["name"], str(d.get("kind", d["name"])), int(size), can_compute=d.get("kind") != "storage"))
+    return out
+
+
+def problem_for_plan(graph, doc: dict, *, budget=None, devices=None, objective=None, source: str = "the plan",
+                     check: bool = False):
+    """The problem a ``remat-plan/1`` document was written for: its devices
+    (:func:`plan_devices`, or ``budget`` / ``devices`` specs) and the
+    objective of its summary.
+
+    Raises
+    ------
+    PlanError
+        The document names no devices and none are given, or malformed ones.
+    """
+    from .problem import Problem, default_links
 
     if objective is None:
         objective = (doc.get("summary") or {}).get("objective") or "serial"
         objective = objective if objective in ("serial", "makespan") else "serial"
     if budget is None and not devices:
-        devs = doc.get("devices") if isinstance(doc, dict) else None
-        if not devs:
-            raise PlanError("the plan names no devices: give --budget or --device")
-        try:
-            devices = [Device(d["name"], d.get("kind", d["name"]), int(d["memory_bytes"]),
-                              can_compute=d.get("kind") != "storage") for d in devs]
-        except (KeyError, TypeError, ValueError):
-            raise PlanError("malformed devices list in the plan") from None
-        return Problem(graph, devices, default_links(graph, [d.name for d in devices]), check=False,
-                       objective=objective)
+        devs = plan_devices(doc, source)
+        return Problem(graph, devs, default_links(graph, [d.name for d in devs]), check=check, objective=objective)
     return Problem.from_specs(graph, devices, budget).with_objective(objective)
 
 

@@ -22,8 +22,10 @@ Solvers (``solvers=``, CLI ``--solver``):
 A :class:`Solver` object gives full control (heuristic objects must pickle
 for the process pool and Ray).
 
-Where the solves run: ``jobs=1`` in this process; else a ``spawn`` process
-pool (workers ignore Ctrl-C; the parent terminates them).  With ``ray=True``
+Where the solves run: ``jobs=1`` in this process; else a forked process
+pool (workers ignore Ctrl-C; the parent terminates them; never ``spawn``,
+whose workers would run the caller's script again: the README's example
+needs no ``__main__`` guard).  With ``ray=True``
 a local Ray runtime of ``jobs`` CPUs is started (its workers import this
 process's ``hybrid_remat``) and shut down afterwards; with an address the
 cluster's nodes need ``hybrid_remat`` installed.  Each solve is one Ray task
@@ -238,13 +240,14 @@ def _solve_kwargs(task: SweepTask, on_improve) -> dict:
     return {k: v for k, v in wanted.items() if k in params and (v is not None or k in ("heuristics", "formulations"))}
 
 
-def solve_task(task: SweepTask, graph=None) -> tuple[dict, dict | None, dict | None]:
+def solve_task(task: SweepTask, graph=None, *, signals=("SIGINT",)) -> tuple[dict, dict | None, dict | None]:
     """Run one solve; return ``(row, plan document or None, detail or None)``.
 
     The row's figures come from re-simulating the plan.  Budgets below the
     smallest feasible one give status ``below_min``; errors of the library
     give status ``error`` (a sweep goes on).  An interrupted solve raises
-    :class:`KeyboardInterrupt` (its row would not be the solve asked for).
+    :class:`KeyboardInterrupt` (its row would not be the solve asked for;
+    ``signals``: those the solve handles, see ``anytime_solve``).
     """
     from .anytime import anytime_solve
     from .plan import plan_to_json
@@ -269,8 +272,8 @@ def solve_task(task: SweepTask, graph=None) -> tuple[dict, dict | None, dict | N
             return row, None, None
         events: list = []
         t0 = time.perf_counter()
-        result = anytime_solve(problem, task.time_limit,
-                               **_solve_kwargs(task, lambda ev: events.append((ev.seconds, ev.objective))))
+        kwargs = {"signals": tuple(signals), **_solve_kwargs(task, lambda ev: events.append((ev.seconds, ev.objective)))}
+        result = anytime_solve(problem, task.time_limit, **kwargs)
         wall = time.perf_counter() - t0
     except KeyboardInterrupt:
         raise
@@ -312,10 +315,11 @@ def solve_task(task: SweepTask, graph=None) -> tuple[dict, dict | None, dict | N
     return row, doc, detail
 
 
-def _worker_init() -> None:  # pool workers leave Ctrl-C to the parent
+def _worker_init() -> None:  # pool workers leave Ctrl-C to the parent and die on SIGTERM (its terminate())
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _solve_indexed(task: SweepTask):
@@ -434,8 +438,10 @@ def sweep(graphs, budgets=DEFAULT_BUDGETS, *, time_limit: float = 10.0, solvers=
     from .objective import get_objective
 
     objective = get_objective(objective).name
+    graphs = [graphs] if isinstance(graphs, (str, os.PathLike)) else list(graphs)
     if isinstance(budgets, str):
         budgets = parse_budgets(budgets)
+    _check_inputs(graphs, budgets, devices, time_limit, jobs, out, plot)
     solver_objs = [parse_solver(s, heuristics, formulations) for s in solvers]
     if len({s.label for s in solver_objs}) != len(solver_objs):
         raise HybridRematError(f"solver labels repeat: {[s.label for s in solver_objs]}")
@@ -460,8 +466,9 @@ def sweep(graphs, budgets=DEFAULT_BUDGETS, *, time_limit: float = 10.0, solvers=
     reporter = progress_reporter(len(tasks), enabled=progress)
     t0 = time.perf_counter()
     try:
+        results = run_tasks(tasks, jobs=jobs, ray=ray)  # a pool forks here, before the progress bar's thread
         with reporter:
-            for index, (row, doc, det) in run_tasks(tasks, jobs=jobs, ray=ray):
+            for index, (row, doc, det) in results:
                 if doc is not None and plans_dir is not None:
                     os.makedirs(plans_dir, exist_ok=True)
                     path = plan_path_for(plans_dir, tasks[index])
@@ -489,6 +496,45 @@ def sweep(graphs, budgets=DEFAULT_BUDGETS, *, time_limit: float = 10.0, solvers=
     if detail:
         return [dict(done[i], **details.get(i, {})) for i in sorted(done)]
     return _frame(rows)
+
+
+def _check_inputs(graphs, budgets, devices, time_limit, jobs, out, plot) -> None:
+    """Everything that can be wrong before the first solve (a sweep that
+    fails after hours of solving, or writes its errors as rows, is worse)."""
+    from .budgets import parse_budget_spec
+    from .errors import GraphError
+
+    if not (isinstance(time_limit, (int, float)) and math.isfinite(time_limit) and time_limit > 0):
+        raise HybridRematError(f"time_limit must be a finite positive number of seconds, not {time_limit!r}")
+    if jobs is not None and jobs < 1:
+        raise HybridRematError(f"jobs must be at least 1, not {jobs}")
+    if not budgets:
+        raise BudgetError("no budgets given")
+    for b in budgets:
+        parse_budget_spec(b)
+    for d in devices:
+        name, eq, size = str(d).partition("=")
+        if not eq:
+            raise BudgetError(f"device {d!r} has no size: write {name}=SIZE")
+        parse_budget_spec(size)
+    for path, what in ((out, "out"), (plot, "plot")):
+        folder = os.path.dirname(os.fspath(path)) if path else ""
+        if path and folder and not os.path.isdir(folder):
+            raise HybridRematError(f"{what} {path}: the directory {folder} does not exist")
+    if plot:
+        from .plot import FORMATS
+
+        if os.path.splitext(plot)[1].lower() not in FORMATS:
+            raise HybridRematError(f"plot {plot}: cannot tell the figure format; use one of {', '.join(FORMATS)}")
+    if not graphs:
+        raise GraphError("no graphs given")
+    for g in graphs:
+        graph = _load(os.fspath(g)) if isinstance(g, (str, os.PathLike)) else g
+        for d in devices:
+            name = str(d).partition("=")[0].strip()
+            if name not in graph.costs and name not in ("host", "storage"):
+                raise BudgetError(f"device {name!r} is not a cost kind of graph {graph.name!r} "
+                                  f"({', '.join(graph.cost_kinds)})")
 
 
 def _write_json(path: str, doc: dict) -> None:

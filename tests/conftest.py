@@ -33,3 +33,23 @@ def builtin_plugins_only(monkeypatch):
     plugins.reset()
     yield
     plugins.reset()
+
+
+@pytest.fixture(autouse=True)
+def signals_as_in_a_terminal():
+    """Every test runs with Python's own SIGINT handler and the default
+    SIGTERM, whatever the suite was started with (a background job of a
+    script starts with SIGINT ignored, and then neither this process nor the
+    commands the tests start would see a Ctrl-C: issue 23.9).  Restored after."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # children then start with SIG_DFL: Python's own
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for s, h in saved.items():
+        signal.signal(s, h if h is not None else signal.SIG_DFL)

@@ -122,3 +122,87 @@ def test_budget_lower_bound_is_the_old_figure_under_its_own_name():
     g = random_dag(15, p=0.4, seed=1)
     assert budget_lower_bound(g) == min_feasible_budget(g)
     assert "lower bound" in min_feasible_budget.__doc__ and "lower bound" in budget_lower_bound.__doc__
+
+
+# ---------------------------------------------------------------- the one budget grammar (issue 23.8)
+GRAMMAR_OK = [  # spelling, bytes against a keep-all peak of 1000 B
+    (2, 2), (123, 123), ("123", 123), (" 100 ", 100), ("+5", 5), (np.int64(4096), 4096),
+    (1, 1000), ("1", 1000), (1.0, 1000), ("1.0", 1000), (0.5, 500), ("0.5", 500), (np.float64(0.25), 250),
+    (".1", 100), (0.1, 100), (0.001, 1), ("1e-3", 1),
+    ("50%", 500), ("100%", 1000), ("150%", 1500), ("0.05%", 1), ("12.5 %", 125),
+    ("1B", 1), ("2KB", 2000), ("512MB", 512 * 10**6), ("1GB", 10**9), ("1TB", 10**12), ("1PB", 10**15),
+    ("4EB", 4 * 10**18), ("1.5KiB", 1536), ("8GiB", 8 * 2**30), ("1TiB", 2**40), ("1PiB", 2**50),
+    ("4EiB", 4 * 2**60), ("2G", 2 * 2**30), ("1k", 1024), ("3M", 3 * 2**20), ("1T", 2**40), ("1.5G", 3 * 2**29),
+    ("2 gib", 2 * 2**30),
+]
+GRAMMAR_BAD = [  # spelling, what the message says
+    (1.5, "ambiguous"), ("1.5", "ambiguous"), (2.0, "ambiguous"), ("2.0", "ambiguous"), ("1e3", "ambiguous"),
+    (0, "positive"), ("0", "positive"), (0.0, "positive"), ("0%", "positive"), ("0GiB", "positive"),
+    (-5, "positive"), ("-5", "positive"), (-0.5, "positive"), ("-50%", "positive"), ("0.1B", "positive"),
+    (float("nan"), "not finite"), (float("inf"), "not finite"), (-float("inf"), "not finite"),
+    ("nan", "cannot be read"), ("inf", "cannot be read"), ("", "empty"), ("   ", "empty"),
+    ("abc", "cannot be read"), ("12XB", "unknown unit"), ("5 ZiB", "unknown unit"), ("1,5GB", "cannot be read"),
+    ("5EB", "too large"), ("5EiB", "too large"), (2**63, "too large"), ("1e400", "too large"), (1e300, "too large"),
+    ("1e30%", "too large"), ("1e-999999999", "positive"),
+    (True, "not a budget"), (None, "not a budget"), ([], "not a budget"), (b"1GB", "not a budget"),
+]
+
+
+@pytest.mark.parametrize("spec, want", GRAMMAR_OK)
+def test_budget_grammar_reads(spec, want):
+    from hybrid_remat.budgets import parse_budget_spec
+
+    assert parse_budget_spec(spec).resolve(1000) == want
+
+
+@pytest.mark.parametrize("spec, why", GRAMMAR_BAD)
+def test_budget_grammar_refuses_and_names_the_spelling(spec, why):
+    from hybrid_remat.budgets import parse_budget_spec
+
+    with pytest.raises(BudgetError, match=why) as info:
+        parse_budget_spec(spec)
+    assert repr(spec) in str(info.value)
+
+
+def test_a_relative_budget_follows_the_graph_and_an_absolute_one_does_not():
+    from hybrid_remat.budgets import parse_budget_spec
+
+    g = chain(4, bytes=10)  # keep-all peak 20 B
+    assert parse_budget(0.5, g) == parse_budget("0.5", g) == parse_budget("50%", g) == 10
+    assert parse_budget(1, g) == parse_budget("100%", g) == 20 and parse_budget(2, g) == 2
+    assert parse_budget_spec("50%").relative and not parse_budget_spec("2GB").relative
+    with pytest.raises(BudgetError, match="no graph"):
+        parse_budget("0.5")
+    with pytest.raises(BudgetError, match="0 B"):
+        parse_budget_spec("50%").resolve(0)
+
+
+def test_every_door_reads_the_same_grammar(tmp_path, capsys):
+    """solve, sweep, Problem and torch's budget_bytes agree on 0.5, '0.5' and '50%'; 1.5 is refused by each."""
+    import networkx as nx
+
+    from hybrid_remat.cli import main
+    from hybrid_remat.generators import training_graph
+    from hybrid_remat.sweep import sweep
+    from hybrid_remat.testing import write_remat_graph
+
+    g = training_graph(nx.path_graph(8, create_using=nx.DiGraph), name="mlp8")
+    path = tmp_path / "c.json"
+    write_remat_graph(g, path)
+    want = parse_budget("50%", g)
+    assert Problem.single(g, 0.5).budgets.tolist() == Problem.from_specs(g, [f"{g.cost_kinds[0]}=0.5"]).budgets.tolist() == [want]
+    rows = sweep([str(path)], ["0.5", "50%"], solvers=["dtr"], jobs=1)
+    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else rows
+    assert [r["budget_bytes"] for r in rows] == [want, want]
+    try:
+        from hybrid_remat.torch._result import budget_bytes
+    except ImportError:
+        budget_bytes = None
+    if budget_bytes is not None:
+        assert budget_bytes(0.5, g) == budget_bytes("0.5", g) == want
+    for argv in (["solve", str(path), "--budget", "1.5", "--time-limit", "1"],
+                 ["sweep", str(path), "--budgets", "1.5", "--out", str(tmp_path / "s.csv")],
+                 ["simulate", str(path), str(path), "--budget", "1.5"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "'1.5' is ambiguous" in err, err

@@ -57,7 +57,7 @@ def test_solve_cpu_gpu_devices(capsys, datasets_dir, tmp_path):
     "extra, needle",
     [
         (["--budget", "1KiB"], "smallest feasible budget"),
-        (["--budget", "lots"], "cannot read budget"),
+        (["--budget", "lots"], "budget 'lots' cannot be read"),
         (["--budget", "60%", "--formulation", "nosuch"], "unknown formulation 'nosuch'"),
         (["--budget", "60%", "--cost-model", "nosuch:h200"], "unknown cost model 'nosuch'"),
         (["--device", "tpu=1GiB"], "device 'tpu'"),

@@ -172,3 +172,42 @@ def test_the_portfolio_skips_the_feasibility_bound_once_a_plan_fits_and_says_whe
                           formulations=[], warm=False)
     row = next(x for x in after.report if x.source == "feasibility")
     assert after.plan is not None and row.status == "skipped" and "a valid plan fits" in row.note
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_search_resumes_inside_an_expansion(monkeypatch, seed):
+    """Issue 23.3: one expansion enumerates up to 2**58 subsets; the search now stops (and resumes) inside
+    it.  Slices of a few work units give the answers and plans of an unsliced search."""
+    import hybrid_remat.feasibility as feas
+
+    g = random_tiny(seed)
+    true = brute_smallest_budget(g)
+    whole = [check_budget(g, b).status for b in (true - 1, true)]
+    monkeypatch.setattr(feas, "_KERNEL_RATE", 60.0)  # 3 work units per slice
+    sliced = [check_budget(g, b) for b in (true - 1, true)]
+    assert [r.status for r in sliced] == whole == ["infeasible", "feasible"]
+    assert simulate(on_one_device(g, true), sliced[1].plan).valid
+    assert feas.smallest_feasible_budget(g).exact == true
+
+
+def test_info_honours_its_search_time_on_a_dense_random_dag(tmp_path):
+    """Issue 23.3: ``info --search-time 2`` ran past 300 s on a 59-node, 1047-edge random DAG (one expansion
+    of the exact search never reached a limit check).  A guard against the hang, not a speed test."""
+    import os
+    import subprocess
+    import sys
+
+    from hybrid_remat.generators import random_dag
+    from hybrid_remat.plugins import DISABLE_ENV
+    from hybrid_remat.testing import write_remat_graph
+
+    g = random_dag(59, p=0.61, seed=1)
+    assert 1000 <= g.m <= 1100
+    path = tmp_path / "dag.json"
+    write_remat_graph(g, path)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-m", "hybrid_remat.cli", "info", str(path), "--search-time", "2"],
+                         capture_output=True, text=True, timeout=240, cwd=root,
+                         env={**os.environ, "PYTHONPATH": root, DISABLE_ENV: "1"})
+    assert out.returncode == 0, out.stderr
+    assert "smallest feasible" in out.stdout

@@ -167,10 +167,10 @@ def test_cli_plot_writes_by_extension(tmp_path, capsys, datasets_dir, ext, magic
     p = _two_device_problem()
     plan_path = _write(tmp_path, p, _offload_plan(p))
     out = tmp_path / f"t{ext}"
-    rc = main(["plot", str(plan_path), str(datasets_dir / "resnet18_b64.json.gz"), "-o", str(out)])
+    rc = main(["plot", str(datasets_dir / "resnet18_b64.json.gz"), str(plan_path), "-o", str(out)])
     assert rc == 0, capsys.readouterr().err
     assert out.read_bytes().lstrip()[: len(magic)] == magic
-    assert main(["plot", str(plan_path), str(datasets_dir / "resnet18_b64.json.gz"), "-o", str(out)]) == 2
+    assert main(["plot", str(datasets_dir / "resnet18_b64.json.gz"), str(plan_path), "-o", str(out)]) == 2
     assert "exists; pass --force" in capsys.readouterr().err
 
 
@@ -179,9 +179,9 @@ def test_cli_plot_errors_are_one_line(tmp_path, capsys, datasets_dir):
     g, p, plan = _recompute_problem()
     plan_path = _write(tmp_path, p, plan)
     for argv, needle in [
-        (["plot", str(plan_path), graph, "-o", str(tmp_path / "x.png")], "which graph 'resnet18_b64' lacks"),
-        (["plot", str(plan_path), graph, "-o", str(tmp_path / "x.bmp")], "use one of .png, .svg, .pdf"),
-        (["plot", graph, str(plan_path), "-o", str(tmp_path / "x.png")], "the order is: plot PLAN GRAPH"),
+        (["plot", graph, str(plan_path), "-o", str(tmp_path / "x.png")], "which graph 'resnet18_b64' lacks"),
+        (["plot", graph, str(plan_path), "-o", str(tmp_path / "x.bmp")], "use one of .png, .svg, .pdf"),
+        (["plot", graph, graph, "-o", str(tmp_path / "x.png")], "the order is: GRAPH PLAN"),
     ]:
         assert main(argv) == 2
         err = capsys.readouterr().err

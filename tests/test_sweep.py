@@ -112,11 +112,11 @@ def test_ctrl_c_keeps_the_rows_done(tmp_path, monkeypatch):
     real = sweep_module.solve_task
     calls = []
 
-    def interrupted_on_third(task, graph=None):
+    def interrupted_on_third(task, graph=None, **kwargs):
         calls.append(task.index)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(task, graph)
+        return real(task, graph, **kwargs)
 
     monkeypatch.setattr(sweep_module, "solve_task", interrupted_on_third)
     out = tmp_path / "part.csv"
@@ -247,7 +247,7 @@ def test_ctrl_c_on_the_process_pool_keeps_the_rows_done(tmp_path, datasets_dir):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    assert "interrupted; the rows done are in" in err
+    assert "interrupted (SIGINT); the rows done are in" in err
     rows = read_csv(str(out))
     assert 2 <= len(rows) < 28
     assert all(r["status"] in ("feasible", "optimal") for r in rows)

@@ -82,7 +82,8 @@ class PortfolioRun:
 @contextmanager
 def catch_signals(names, on_signal):
     """While inside, ``on_signal(name)`` handles each named signal (only in
-    the main thread, only where the default handler is installed)."""
+    the main thread, only where the default handler is installed, or a
+    handler marked ``yields_to_solve``)."""
     saved = []
     if threading.current_thread() is threading.main_thread():
         for nm in names:
@@ -90,7 +91,8 @@ def catch_signals(names, on_signal):
             if sig is None:
                 continue
             cur = signal.getsignal(sig)
-            if cur in (signal.default_int_handler, signal.SIG_DFL):
+            # the default handlers, or one that yields to a solve (the CLI's SIGTERM handler)
+            if cur in (signal.default_int_handler, signal.SIG_DFL) or getattr(cur, "yields_to_solve", False):
                 saved.append((sig, cur))
                 signal.signal(sig, lambda s, f, _nm=nm: on_signal(_nm))
     try:

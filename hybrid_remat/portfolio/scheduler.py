@@ -245,11 +245,16 @@ class Scheduler:
         Run after the construct phase, in this order (phase ``reduce``).
     table : dict, optional
         Calibration figures by component name (default: the shipped table).
+    named : set of str, optional
+        Components the user named (e.g. ``--formulation checkmate``): they run
+        whatever their prediction, and named formulations in the ``long``
+        phase with its share of the time (never as constructors).
     """
 
     def __init__(self, problem, *, heuristics=(), bounds=(), improvers=(), formulations=(), reductions=(),
-                 table=None):
+                 table=None, named=frozenset()):
         self.problem = problem
+        self.named = frozenset(named)
         self.n = problem.graph.n
         self.table = TABLE if table is None else table
         self.skipped: list = []  # (kind, object, reason)
@@ -271,6 +276,8 @@ class Scheduler:
         self.polish = self._by_priority([self._task("improver", o, "polish", i) for i, o in enumerate(imps)])
         forms_t.sort(key=lambda t: (float(getattr(t.obj, "rank", 10.0)), t.index))
         self.long = forms_t + [replace(t, phase="long", probe=False) for t in self.polish]
+        if any(t.name in self.named for t in forms_t):  # the formulations asked for get the time the polish left
+            self.long = forms_t
         #: the first pass, in order: what :attr:`Assignment.entry` numbers
         self.tasks: list = self.construct + self.reduce + self.polish + self.long
         #: every assignment handed out (tests compare executors with it)
@@ -337,6 +344,8 @@ class Scheduler:
                 and "needs_incumbent" not in set(getattr(task.obj, "capabilities", ())))
 
     def _task(self, kind, obj, phase, index) -> Task:
+        if getattr(obj, "name", None) in self.named:  # asked for by name: no prediction skips or hurries it
+            return Task(kind, obj, phase, "", None, None, index)
         pred = self.predict(obj)
         val = self.value(obj)
         prio = None

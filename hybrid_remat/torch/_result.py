@@ -175,13 +175,10 @@ def ops_digest(graph: Graph) -> str:
 
 
 def budget_bytes(budget, graph: Graph) -> int:
-    """Bytes of ``budget``: a fraction of the keep-all peak (a float in
-    ``(0, 1]``: ``0.5`` = 50%), a percentage (``"50%"``), a size
-    (``"2GiB"``) or bytes (an int)."""
-    if isinstance(budget, float) and 0.0 < budget <= 1.0:
-        import math
-
-        return max(1, math.ceil(budget * keep_all_peak(graph)))
+    """Bytes of ``budget`` in the library's one budget grammar
+    (:data:`hybrid_remat.budgets.BUDGET_GRAMMAR`): a fraction of the keep-all
+    peak (``0.5``, ``"0.5"``), a percentage (``"50%"``), a size (``"2GiB"``)
+    or bytes (an int)."""
     return parse_budget(budget, graph)
 
 

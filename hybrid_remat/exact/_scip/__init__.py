@@ -17,9 +17,11 @@ What it gives a model builder:
   event handler that reports every new incumbent (``on_solution``) and every
   trusted dual bound (``on_dual``) and interrupts SCIP from its own thread
   when the stop flag is set or the deadline passes; the waiting thread never
-  calls SCIP.  A Ctrl-C is passed on: caught by Python in the waiting thread,
-  or by SCIP itself (``misc/catchctrlc``: status ``userinterrupt`` that
-  nobody asked for); :class:`RunResult` says ``interrupted`` and
+  calls SCIP.  SCIP does not catch Ctrl-C (``misc/catchctrlc`` off: it would
+  replace Python's handler for the solve and swallow the signal where the
+  solve runs outside the main thread); Python catches it, in the waiting
+  thread or the caller's (which sets the stop flag); a ``userinterrupt``
+  nobody asked for is still passed on; :class:`RunResult` says ``interrupted`` and
   :meth:`RunResult.reraise` raises ``KeyboardInterrupt`` once the caller has
   collected what it needs.
 * :data:`STATUS_MAP` / :func:`status_of` -- SCIP's status strings onto the

@@ -177,6 +177,9 @@ def run(model, *, limits=None, on_solution: Callable | None = None, on_dual: Cal
     errors: list = []
     best_dual = [None]
     set_limits(model, limits)
+    # SCIP would install its own SIGINT handler for the solve and swallow Ctrl-C (the caller, e.g. the
+    # portfolio's main thread, never hears of it): leave signals to Python; a stop request interrupts SCIP
+    model.setBoolParam("misc/catchctrlc", False)
 
     def on_event(m, event):
         try:
@@ -200,30 +203,38 @@ def run(model, *, limits=None, on_solution: Callable | None = None, on_dual: Cal
     holder[0] = on_event
     worker_error: list = []
 
+    done = threading.Event()  # not Thread.join: a Ctrl-C inside join() can leave is_alive() False while the
+    # thread still runs (CPython 3.11, bpo-45274's fix), and the model would be freed under SCIP (a segfault)
+
     def work():
         try:
             model.optimizeNogil()
         except Exception as e:
             worker_error.append(repr(e))
+        finally:
+            done.set()
 
     th = threading.Thread(target=work, name="scip-solve", daemon=True)
-    th.start()
     interrupted = False
     try:
-        while th.is_alive():
-            th.join(0.1)
+        th.start()
+        while not done.wait(0.1):
             if stop.is_set():
                 break
     except KeyboardInterrupt:
         interrupted = True
-    if th.is_alive():
+    if th.ident is not None and not done.is_set():
         we_stopped.set()  # the event handler interrupts SCIP from its own thread (never call SCIP from here)
-        th.join()
+        while not done.is_set():  # SCIP stops at its next event; further signals do not hurry it
+            try:
+                done.wait(0.1)
+            except KeyboardInterrupt:
+                interrupted = True
     if worker_error:
         errors.append(worker_error[0])
     status = model.getStatus()
     if status == "userinterrupt" and not we_stopped.is_set() and not stop.is_set() and not errors:
-        interrupted = True  # SCIP caught a Ctrl-C itself (misc/catchctrlc): pass it on
+        interrupted = True  # SCIP caught a Ctrl-C itself (a model with misc/catchctrlc set again): pass it on
     if interrupted:
         stop.set()
     has_sol = model.getNSols() > 0
