@@ -60,7 +60,7 @@ from hybrid_remat.generators import repeat_layers
 from hybrid_remat.interfaces import ALL_PLANS, accepts
 from hybrid_remat.limits import Limits
 from hybrid_remat.loaders import load_graph
-from hybrid_remat.portfolio.calls import call_bound, call_formulation, call_heuristic, formulation_scope
+from hybrid_remat.portfolio.calls import formulation_scope
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
@@ -120,14 +120,12 @@ def _child(kind, obj, problem, conn, limits):
     try:
         plan = bound = None
         if kind == "bound":
-            res = call_bound(obj, problem, limits=limits)
+            res = obj.bound(problem, limits=limits)
             bound = None if res is None or res.scope != ALL_PLANS else res.value
         elif kind == "heuristic":
-            plan, bound = call_heuristic(obj, problem, seed=0, limits=limits)
-            if getattr(obj, "bound_scope", "") != ALL_PLANS:
-                bound = None
+            plan = obj.run(problem, seed=0, limits=limits)
         else:
-            fr = call_formulation(obj, problem, limits=limits, seed=0, on_incumbent=on_incumbent)
+            fr = obj.solve(problem, limits=limits, seed=0, on_incumbent=on_incumbent)
             plan = fr.plan
             if formulation_scope(obj) == ALL_PLANS and fr.lower_bound is not None:
                 bound = fr.lower_bound

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import math
 import threading
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -69,8 +68,8 @@ from .errors import HybridRematError
 from .interfaces import ALL_PLANS
 from .limits import now
 from .objective import MAKESPAN, SERIAL
-from .portfolio import Improvement, Ledger, SourceReport, as_bound, default_workers, reductions_for, run_portfolio
-from .portfolio.calls import call_bound, call_heuristic
+from .portfolio import Improvement, Ledger, SourceReport, default_workers, reductions_for, run_portfolio
+from .portfolio.calls import adapt
 from .portfolio.runner import catch_signals
 from .portfolio.scheduler import Scheduler
 from .simulate import simulate
@@ -245,9 +244,9 @@ def warmup(components=()) -> float:
             caps = set(getattr(obj, "capabilities", ()))
             for p in ((single,) if "single_device" in caps else ()) + ((multi,) if "multi_device" in caps else ()):
                 if callable(getattr(obj, "bound", None)):
-                    call_bound(obj, p, limits=Limits.seconds(2.0, work=WARMUP_WORK))
+                    obj.bound(p, limits=Limits.seconds(2.0, work=WARMUP_WORK))
                 elif callable(getattr(obj, "run", None)):
-                    call_heuristic(obj, p, seed=0, limits=Limits.seconds(2.0, work=WARMUP_WORK))
+                    obj.run(p, seed=0, limits=Limits.seconds(2.0, work=WARMUP_WORK))
         except Exception:
             pass
     return now() - t0
@@ -264,21 +263,16 @@ def _resolve(kind: str, wanted, registry: dict) -> list:
                     f"unknown {kind} {w!r}; registered: {', '.join(sorted(registry)) or 'none'}"
                 )
             out.append(registry[w])
-        else:
-            out.append(w)
+        else:  # an object handed over here is registered for this solve: adapted once (calls.adapt)
+            out.append(adapt(kind, w))
     return out
 
 
 def _bounds_from_heuristics(heur: list) -> tuple[list, list]:
-    """Legacy ``bound_only`` heuristics become bounds (with a PluginWarning)."""
+    """Older ``bound_only`` heuristics (adapted to bounds when registered) go with the bounds."""
     keep, as_bounds = [], []
     for h in heur:
-        if "bound_only" in set(getattr(h, "capabilities", ())):
-            warnings.warn(f"heuristic {getattr(h, 'name', h)!r} declares 'bound_only': it is used as a bound; "
-                          "register it through hybrid_remat_register_bounds", plugins.PluginWarning, stacklevel=3)
-            as_bounds.append(as_bound(h))
-        else:
-            keep.append(h)
+        (keep if callable(getattr(h, "run", None)) else as_bounds).append(h)
     return keep, as_bounds
 
 
@@ -333,7 +327,7 @@ def anytime_solve(problem, time_limit: float, *, workers: int | None = None, heu
     if local_search is False and improvers is None:
         improvers = []
     heur = _resolve("heuristic", heuristics, plugins.heuristics())
-    bnds = [as_bound(b) for b in _resolve("bound", bounds, plugins.bounds())]
+    bnds = _resolve("bound", bounds, plugins.bounds())
     imps = _resolve("improver", improvers, plugins.improvers())
     forms = _resolve("formulation", formulations, plugins.formulations())
     heur, legacy_bounds = _bounds_from_heuristics(heur)

@@ -8,6 +8,8 @@ roofline) through ``hybrid_remat_register_cost_models``;
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .errors import GraphError
@@ -36,7 +38,31 @@ class ProfiledCostModel(CostModel):
 
 def apply_cost_model(graph: Graph, model, device: str, kind: str | None = None) -> Graph:
     """A copy of ``graph`` with ``model``'s estimate for ``device`` stored as
-    cost kind ``kind`` (default: ``device``), all entries flagged estimated."""
+    cost kind ``kind`` (default: ``device``), all entries flagged estimated.
+
+    A new column comes first, so it is the graph's default cost kind:
+    :meth:`Problem.single <hybrid_remat.problem.Problem.single>` (and every
+    caller that takes the first column) plans with the estimate unless told
+    otherwise; a column replaced keeps its place.
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> from hybrid_remat.problem import Problem
+    >>> class Doubled(CostModel):
+    ...     name, version = "doubled", "1"
+    ...     def devices(self):
+    ...         return ["h200"]
+    ...     def estimate(self, graph, device):
+    ...         return 2.0 * graph.cost()
+    >>> g = apply_cost_model(chain(3, bytes=1, cost=1.0), Doubled(), "h200")
+    >>> g.cost_kinds, Problem.single(g, "100%").primary.kind
+    (('h200', 'cost'), 'h200')
+    """
     est = np.asarray(model.estimate(graph, device), dtype=np.float64)
     k = kind or device
-    return graph.with_costs({k: est}, {k: np.ones(graph.n, dtype=bool)})
+    g = graph.with_costs({k: est}, {k: np.ones(graph.n, dtype=bool)})
+    if k in graph.costs:
+        return g
+    first = lambda cols: {k: cols[k], **{c: v for c, v in cols.items() if c != k}}  # noqa: E731
+    return dataclasses.replace(g, costs=first(g.costs), estimated=first(g.estimated))

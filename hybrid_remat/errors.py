@@ -11,6 +11,7 @@ __all__ = [
     "PlanError",
     "PluginError",
     "SolverError",
+    "PluginWarning",
 ]
 
 
@@ -36,3 +37,8 @@ class PluginError(HybridRematError):
 
 class SolverError(HybridRematError):
     """An exact solver failed in a way that is not an ordinary status."""
+
+
+class PluginWarning(UserWarning):
+    """A plugin was skipped or partly skipped, or adapted to the current
+    signatures; the message names it (also :data:`hybrid_remat.plugins.PluginWarning`)."""

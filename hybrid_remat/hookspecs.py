@@ -131,22 +131,24 @@ def hybrid_remat_register_heuristics() -> list:
     left) and ``warmup()`` (compile kernels; called outside every time
     limit).
 
-    Older signatures still work: ``run(problem, *, seed=0)`` without
-    ``limits``, and ``run_detailed(problem, *, seed=0, deadline=None) ->
-    dict`` with keys ``plan`` and ``lower_bound``.  A heuristic that only
-    reports a bound (capability ``"bound_only"``) is used as a bound, with a
-    :class:`~hybrid_remat.plugins.PluginWarning`: register a bound instead.
+    One signature per kind (:data:`hybrid_remat.portfolio.calls.SIGNATURES`).
+    An object with an older one (``run(problem, *, seed=0)`` without
+    ``limits``; a ``"bound_only"`` heuristic, whose ``run_detailed`` reports a
+    ``lower_bound``: it becomes a bound) is wrapped once when it is
+    registered, with a :class:`~hybrid_remat.plugins.PluginWarning`.
 
     Example
     -------
     >>> from hybrid_remat import hookimpl
     >>> from hybrid_remat.interfaces import Heuristic
     >>> from hybrid_remat.plan import keep_all_plan
+    >>> from hybrid_remat.simulate import simulate
     >>> class ReferenceOrder(Heuristic):
     ...     name, version, rank = "reference_order", "1", 0.0
-    ...     capabilities = frozenset({"dag", "chain", "single_device"})
+    ...     capabilities = frozenset({"dag", "chain", "single_device", "honours_limits"})
     ...     def run(self, problem, *, seed=0, limits=None):
-    ...         return keep_all_plan(problem.graph, problem.primary.name)
+    ...         plan = keep_all_plan(problem.graph, problem.primary.name)
+    ...         return plan if simulate(problem, plan).valid else None   # keep-all may not fit
     >>> @hookimpl
     ... def hybrid_remat_register_heuristics():
     ...     return [ReferenceOrder()]
@@ -220,17 +222,16 @@ def hybrid_remat_register_formulations() -> list:
     Receives nothing; collecting.
 
     A formulation has ``solve(problem, *, incumbent=None, limits=None,
-    seed=0, threads=1, on_incumbent=None, on_bound=None, time_limit=None,
-    node_limit=None, stop=None) -> FormulationResult`` (``limits`` merges the
-    older ``time_limit``/``node_limit``/``stop``:
-    :meth:`~hybrid_remat.interfaces.Formulation.limits_of`; a formulation
-    without ``limits`` gets only those).  It
+    seed=0, on_incumbent=None, on_bound=None) -> FormulationResult`` (one
+    with the older ``time_limit``/``node_limit``/``stop`` keywords instead of
+    ``limits`` is wrapped once when registered, with a
+    :class:`~hybrid_remat.plugins.PluginWarning`).  It
 
     * may use ``incumbent`` (a valid :class:`~hybrid_remat.plan.Plan`) as a
       warm start / hint;
-    * respects ``time_limit`` (seconds) and ``node_limit`` (search nodes,
-      branches or an equivalent deterministic work limit: tests use it),
-      ``threads`` and ``seed`` (same seed and one thread: same result);
+    * respects ``limits`` (its deadline, ``limits.nodes``: search nodes,
+      branches or an equivalent deterministic work limit, which tests use,
+      and its stop flag) and ``seed`` (same seed: same result);
     * calls ``on_incumbent(plan, source)`` with every improving plan, after
       checking it with :func:`~hybrid_remat.simulate.simulate` (``source``
       a short string such as ``"ortools"``), and ``on_bound(value)`` when its
@@ -255,11 +256,15 @@ def hybrid_remat_register_formulations() -> list:
     Example
     -------
     >>> from hybrid_remat.interfaces import Formulation, FormulationResult
+    >>> from hybrid_remat.simulate import simulate
     >>> class EchoIncumbent(Formulation):
     ...     name, version = "echo", "1"
     ...     capabilities = frozenset({"dag", "chain", "single_device", "honours_limits"})
-    ...     def solve(self, problem, *, incumbent=None, **kw):
-    ...         return FormulationResult("feasible" if incumbent else "no_solution", incumbent)
+    ...     def solve(self, problem, *, incumbent=None, limits=None, seed=0, on_incumbent=None, on_bound=None):
+    ...         sim = simulate(problem, incumbent) if incumbent is not None else None
+    ...         if sim is None or not sim.valid:       # none, or a plan of another problem
+    ...             return FormulationResult("no_solution")
+    ...         return FormulationResult("feasible", incumbent, problem.objective.value(sim))
     >>> @hookimpl
     ... def hybrid_remat_register_formulations():
     ...     return [EchoIncumbent()]
@@ -283,12 +288,15 @@ def hybrid_remat_register_cost_models() -> list:
     Example
     -------
     >>> import numpy as np
+    >>> from hybrid_remat.errors import HybridRematError
     >>> from hybrid_remat.interfaces import CostModel
     >>> class UnitCost(CostModel):
     ...     name, version = "unit", "1"
     ...     def devices(self):
     ...         return ["unit"]
     ...     def estimate(self, graph, device):
+    ...         if device not in self.devices():
+    ...             raise HybridRematError(f"cost model 'unit' knows no device {device!r}")
     ...         return np.ones(graph.n)
     >>> @hookimpl
     ... def hybrid_remat_register_cost_models():
@@ -313,13 +321,14 @@ def hybrid_remat_register_loaders() -> list:
     Example
     -------
     >>> from hybrid_remat.interfaces import Loader
-    >>> class OnnxLoader(Loader):
-    ...     name, version = "onnx", "1"
+    >>> from hybrid_remat.loaders import graph_from_node_link, read_json
+    >>> class NodeLinkFile(Loader):
+    ...     name, version = "nodelink_file", "1"
     ...     def sniff(self, path, head):
-    ...         return path.endswith(".onnx")
-    ...     def load(self, path):
-    ...         raise NotImplementedError  # build a Graph here
+    ...         return str(path).endswith(".nodelink.json")
+    ...     def load(self, path):                      # a GraphError on a malformed file
+    ...         return graph_from_node_link(read_json(path), source=str(path))
     >>> @hookimpl
     ... def hybrid_remat_register_loaders():
-    ...     return [OnnxLoader()]
+    ...     return [NodeLinkFile()]
     """

@@ -33,7 +33,6 @@ Capabilities
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -124,7 +123,9 @@ class Heuristic:
     version : str
     capabilities : frozenset of str
     rank : float
-        Expected cost; ``anytime_solve`` runs cheaper heuristics first.
+        Expected cost: without calibration figures, ``anytime_solve`` gives
+        each component a short first slot in its phase, cheaper first
+        (:mod:`~hybrid_remat.portfolio.scheduler`).
     """
 
     name: str = "heuristic"
@@ -234,30 +235,19 @@ class Formulation:
     rank: float = 10.0
     bound_scope: str = ALL_PLANS
 
-    def solve(
-        self,
-        problem,
-        *,
-        incumbent=None,
-        time_limit: float = 60.0,
-        node_limit: int | None = None,
-        seed: int = 0,
-        threads: int = 1,
-        on_incumbent: Callable | None = None,
-        on_bound: Callable | None = None,
-        stop: threading.Event | None = None,
-        limits=None,
-    ) -> FormulationResult:
-        """Solve within ``limits`` (or the older ``time_limit``/``node_limit``/
-        ``stop``; :meth:`limits_of` merges them).  ``on_bound(value)``
-        reports bounds of scope ``bound_scope`` (:data:`ALL_PLANS` unless the
-        formulation declares ``"scoped_bound"`` and names its class)."""
+    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent: Callable | None = None,
+              on_bound: Callable | None = None) -> FormulationResult:
+        """Solve within ``limits``, starting from ``incumbent`` when given;
+        ``on_incumbent(plan, source)`` each plan as it is found,
+        ``on_bound(value)`` each bound of scope ``bound_scope``
+        (:data:`ALL_PLANS` unless the formulation declares
+        ``"scoped_bound"`` and names its class)."""
         raise NotImplementedError
 
     @staticmethod
     def limits_of(limits=None, *, time_limit=None, node_limit=None, stop=None):
         """One :class:`~hybrid_remat.limits.Limits` from ``limits`` and the
-        older keyword arguments (the tighter of each)."""
+        keyword arguments of direct callers (the tighter of each)."""
         from .limits import Limits
 
         lim = limits if limits is not None else Limits()

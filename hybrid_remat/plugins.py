@@ -34,7 +34,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError
+from .errors import PluginError, PluginWarning
 
 __all__ = [
     "DEFAULT_PLUGINS", "ENTRY_POINT_GROUP", "PluginWarning", "get_plugin_manager", "reset",
@@ -67,10 +67,6 @@ _KINDS = {
 # the hooks of the contract (pluggy itself accepts impls of unknown hooks and
 # creates unverified callers for them, so checking pm.hook is not enough)
 _HOOK_NAMES = frozenset(a for a in dir(hookspecs) if a.startswith("hybrid_remat_"))
-
-
-class PluginWarning(UserWarning):
-    """A plugin was skipped or partly skipped; the message names it."""
 
 
 @dataclass(frozen=True)
@@ -294,6 +290,7 @@ def _collect() -> dict[str, dict[str, Registered]]:
                     continue
                 if kind in _SOLVER_KINDS:
                     _check_capabilities(pname, kind, oname, caps)
+                    obj = _adapted(kind, obj, pname)
                 if oname in out[kind]:
                     prev = out[kind][oname].plugin
                     _warn(f"plugin {pname!r}: {kind[:-1]} name {oname!r} is already registered by {prev!r}; skipped",
@@ -308,18 +305,28 @@ def _collect() -> dict[str, dict[str, Registered]]:
 _SOLVER_KINDS = ("heuristics", "bounds", "improvers", "formulations")
 
 
+def _adapted(kind: str, obj, pname: str):
+    """``obj`` with its kind's one signature: an older one is wrapped here,
+    once, with a warning (:func:`hybrid_remat.portfolio.calls.adapt`)."""
+    from .portfolio.calls import adapt
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = adapt(kind[:-1], obj, who=pname)
+    for w in caught:
+        _warn(str(w.message), "collect")
+    return out
+
+
 def _check_capabilities(pname: str, kind: str, oname: str, caps) -> None:
     """Warn about capability strings outside :data:`~hybrid_remat.interfaces.CAPABILITIES`
-    (they are ignored) and about legacy ``bound_only`` heuristics (used as bounds)."""
+    (they are ignored)."""
     from .interfaces import CAPABILITIES
 
     unknown = sorted(set(caps) - set(CAPABILITIES))
     if unknown:
         _warn(f"plugin {pname!r}: {kind[:-1]} {oname!r} declares unknown capabilities {', '.join(unknown)} "
               f"(ignored; known: {', '.join(CAPABILITIES)})", "collect")
-    if kind == "heuristics" and "bound_only" in set(caps):
-        _warn(f"plugin {pname!r}: heuristic {oname!r} declares 'bound_only': it is used as a bound; register it "
-              "through hybrid_remat_register_bounds", "collect")
 
 
 def heuristics() -> dict[str, Any]:

@@ -339,7 +339,7 @@ def test_one_failed_check_does_not_stop_the_others():
     with pytest.raises(AssertionError) as e:
         testing.check_heuristic(InvalidAndRandom())
     msg = str(e.value)
-    assert "failed 2 of 5 checks" in msg
+    assert "failed 2 of 6 checks" in msg
     assert "check_heuristic_plans_are_valid: " in msg and "plan ends without ever computing node" in msg
     assert "check_heuristic_deterministic: " in msg and "not deterministic" in msg
 
@@ -360,6 +360,8 @@ def test_each_check_is_its_own_pytest_case():
             outcomes[p.id] = "passed"
         except AssertionError as e:
             outcomes[p.id] = str(e)
+        except pytest.skip.Exception:  # a check that does not apply (the time promise of one that makes none)
+            outcomes[p.id] = "skipped"
     assert "is invalid" in outcomes["bad-check_heuristic_plans_are_valid"]
     assert outcomes["bad-check_heuristic_deterministic"] == "passed"  # the other checks of the object still pass
     assert all(v == "passed" for k, v in outcomes.items() if k.startswith("keep_all-"))

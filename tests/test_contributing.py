@@ -24,10 +24,11 @@ def blocks(kind: str) -> list[tuple[str, str]]:
 
 
 def test_the_guide_has_its_examples():
-    assert [label for label, _ in blocks("example")] == ["heuristic", "bound", "formulation"]
+    assert [label for label, _ in blocks("example")] == ["heuristic", "bound", "formulation", "cost_model"]
     assert len(blocks("quote")) == 5
     for heading in ("## Where things live", "## The contract", "## Adding a heuristic", "## Adding a bound",
-                    "## Adding an improver", "## Adding a formulation", "## Registering", "## Running the battery"):
+                    "## Adding an improver", "## Adding a formulation", "## Adding a cost model", "## Registering",
+                    "## Running the battery"):
         assert heading in GUIDE
 
 
@@ -58,7 +59,7 @@ def test_a_heuristic_written_from_the_guide_registers_and_passes_the_battery(tmp
     h = plugins.heuristics()["recompute_cheap"]
     assert [r.source for r in plugins.registered() if r.name == "recompute_cheap"][0].startswith("path:")
     report = testing.check_heuristic(h)
-    assert set(report["checks"].values()) == {"passed"} and len(report["checks"]) == 5
+    assert set(report["checks"].values()) == {"passed"} and len(report["checks"]) == 6  # the time promise too
     assert report["found"]["blocks13@tight"] is not None  # it recomputes: a plan where keep-all does not fit
     for _, check, skip in testing.checks_for(h):             # and one named check at a time
         assert skip is None
@@ -78,3 +79,42 @@ def test_the_guide_bound_and_formulation_pass_the_battery(tmp_path, fresh_regist
     report = testing.check_formulation(plugins.formulations()["one_cut_knapsack"])
     assert set(report["checks"].values()) == {"passed"}
     assert report["status"]["chain6@100%"] == "optimal"
+
+
+def test_the_guide_heuristic_named_alone_earns_the_first_turn_on_a_cold_run(tmp_path, fresh_registry):
+    """Not in the calibration table, it gets a short first slot before the calibrated bounds and the block
+    solver (which used the whole 10 s before it on resnet50 at 60 %), and gives the first plan."""
+    import threading
+
+    from hybrid_remat.loaders import load_graph
+    from hybrid_remat.problem import Problem
+
+    _register(tmp_path, "heuristic")
+    p = Problem.single(load_graph(ROOT / "datasets" / "resnet50_b32.json.gz"), "60%")
+    stop = threading.Event()
+
+    def stop_at_its_plan(imp):  # its plan is what this test is about: the rest of the 10 s is not needed
+        if imp.plan is not None and imp.source == "recompute_cheap":
+            stop.set()
+
+    r = anytime_solve(p, 10, heuristics=["recompute_cheap"], workers=1, stop=stop, on_improve=stop_at_its_plan)
+    assert r.plan is not None and simulate(p, r.plan).valid and r.solver == "recompute_cheap"
+    ran = [x for x in r.report if x.status != "skipped"]
+    assert ran[0].source == "recompute_cheap" and ran[0].status == "valid"
+
+
+def test_the_guide_cost_model_passes_the_battery_and_reaches_anytime_solve(tmp_path, fresh_registry):
+    from hybrid_remat.cost_models import apply_cost_model
+    from hybrid_remat.generators import random_layered
+    from hybrid_remat.problem import Problem
+
+    _register(tmp_path, "cost_model")
+    model = plugins.cost_models()["relative_speed"]
+    assert set(testing.check_cost_model(model)["checks"].values()) == {"passed"}
+    g0 = random_layered(30, seed=2)
+    g = apply_cost_model(g0, model, "h200")
+    p = Problem.single(g, "100%")                       # no kind=: the model's column is the default
+    assert p.primary.kind == "h200"
+    r = anytime_solve(p, 10, heuristics=["keep_all"], bounds=[], improvers=[], formulations=[], workers=1,
+                      work_limit=10**6)
+    assert r.status == "optimal" and r.objective == pytest.approx(g0.cost().sum() / 2.0)  # at the h200 speed

@@ -14,7 +14,8 @@ from hybrid_remat.generators import chain
 from hybrid_remat.graph import Graph
 from hybrid_remat.hetero.heft import HeftScheduler, heft_kernel, rank_order, upward_rank
 from hybrid_remat.hetero.heft_kernel import graph_record, machine_record, params_record
-from hybrid_remat.hetero.lift import LiftedSingleDevice, gpu_only_problem, lift_plan, remove_dead_computes
+from hybrid_remat.hetero.lift import gpu_only_problem, lift_plan, remove_dead_computes
+from hybrid_remat.hetero.lifted import LiftedSingleDevice
 from hybrid_remat.hetero.paging import HeftOffload, PagingMILP, paging_problem
 from hybrid_remat.hetero.xengine import XEngineMILP, coarse_ends, decode, model_size, stage_arrays
 from hybrid_remat.oracle import brute_force

@@ -125,7 +125,7 @@ class _HangingHeuristic(Heuristic):
     def __init__(self, name, rank):
         self.name, self.rank = name, rank
 
-    def run(self, problem, *, seed=0):
+    def run(self, problem, *, seed=0, limits=None):
         while True:
             time.sleep(0.05)
 
@@ -135,7 +135,7 @@ class _Good(Heuristic):
     rank = 5
     capabilities = frozenset({"dag", "chain", "single_device"})
 
-    def run(self, problem, *, seed=0):
+    def run(self, problem, *, seed=0, limits=None):
         return split_plan(problem, "good")
 
 
@@ -369,7 +369,9 @@ class _LegacyBound(Heuristic):
         return {"plan": None, "lower_bound": problem.objective.trivial_bound(problem) * 1.0000001}
 
 
-def test_legacy_and_new_signatures_are_both_called():
+def test_older_signatures_are_wrapped_once_with_a_warning_and_new_ones_called_directly():
+    from hybrid_remat.portfolio.calls import adapt
+
     p = tight(seed=5)
     comps = {"h": [_OldHeuristic(), _DetailedHeuristic(), _NewHeuristic()],
              "i": [_OldImprover(), _NewImprover()], "f": [_OldFormulation(), _NewFormulation()]}
@@ -377,13 +379,17 @@ def test_legacy_and_new_signatures_are_both_called():
         warnings.simplefilter("always")
         r = anytime_solve(p, 30, workers=1, heuristics=comps["h"] + [_LegacyBound()], bounds=[],
                           improvers=comps["i"], formulations=comps["f"], node_limit=7, warm=False)
-    assert any(issubclass(x.category, PluginWarning) and "legacy_bound" in str(x.message) for x in w)
+    warned = {n for n in ("old_h", "old_detailed", "new_h", "old_imp", "new_imp", "old_f", "new_f", "legacy_bound")
+              if any(issubclass(x.category, PluginWarning) and repr(n) in str(x.message) for x in w)}
+    assert warned == {"old_h", "old_detailed", "old_imp", "old_f", "legacy_bound"}  # the new ones: no warning
     old_h, det_h, new_h = comps["h"]
-    assert old_h.calls == ["run"] and det_h.calls == [("run_detailed", True)] and new_h.calls == [("run", True)]
+    assert old_h.calls == ["run"] and det_h.calls == ["run"] and new_h.calls == [("run", True)]
     assert comps["i"][0].calls[0] == (True, True, True) and comps["i"][1].calls[0] == (True, True, True)
     assert comps["f"][0].calls[0] == (True, True, 7, True) and comps["f"][1].calls[0] == (True, 7, True)
     assert r.bound_source == "legacy_bound" and r.plan is not None
     assert {x.kind for x in r.report if x.source == "legacy_bound"} == {"bound"}
+    once = adapt("heuristic", _OldHeuristic())
+    assert adapt("heuristic", once) is once and adapt("heuristic", new_h) is new_h
 
 
 # --------------------------------------------------------------------- scheduling
@@ -455,7 +461,8 @@ def test_order_is_value_per_second_then_rank():
              "fast_bad": {"c": 1e-6, "k": 1.0, "value": 0.0}}
     hs = [H("unknown_b", 2), H("slow_good", 9), H("unknown_a", 1), H("fast_bad", 0), H("fast_good", 5)]
     s = Scheduler(p, heuristics=hs, table=table)
-    assert [t.name for t in s.construct] == ["fast_good", "slow_good", "fast_bad", "unknown_a", "unknown_b"]
+    # the quick start, then the components without figures (their short first slot) by rank, then by priority
+    assert [t.name for t in s.construct] == ["fast_good", "unknown_a", "unknown_b", "slow_good", "fast_bad"]
 
 
 def test_the_quickest_heuristic_that_gave_plans_starts_before_the_best_valued():
@@ -518,7 +525,7 @@ class _SlowPlan(Heuristic):
     def __init__(self, delay=0.5):
         self.delay = delay
 
-    def run(self, problem, *, seed=0):
+    def run(self, problem, *, seed=0, limits=None):
         time.sleep(self.delay)
         return LifetimeSplit().run(problem)
 
@@ -543,19 +550,19 @@ def _two_workers_after_a_slow_plan(delay=0.5, *, improvers=(), formulations=()):
 
 
 def test_a_formulation_waits_briefly_for_the_first_plan_to_start_warm():
-    from hybrid_remat.portfolio.workers import PLAN_WAIT_S
+    from hybrid_remat.portfolio.scheduler import PLAN_WAIT_S
 
     _, r = _two_workers_after_a_slow_plan(0.3 * PLAN_WAIT_S, formulations=[_WarmOnly()])
     assert [x.status for x in r.report if x.source == "warm_only"] == ["feasible"]
 
 
 def test_a_formulation_that_started_cold_and_found_nothing_runs_again_from_a_plan():
-    from hybrid_remat.portfolio.workers import PLAN_WAIT_S
+    from hybrid_remat.portfolio.scheduler import PLAN_WAIT_S
 
     p, r = _two_workers_after_a_slow_plan(1.5 * PLAN_WAIT_S, formulations=[_WarmOnly()])
     rows = [x for x in r.report if x.source == "warm_only"]
     assert [x.status for x in rows] == ["no_solution", "feasible"], rows
-    assert rows[1].note.startswith("round 2") and simulate(p, r.plan).valid
+    assert rows[1].note.startswith("second round") and simulate(p, r.plan).valid
 
 
 class _Idle(Improver):
@@ -585,7 +592,7 @@ def test_copies_of_an_improver_that_ends_early_stop_instead_of_spinning():
 
 
 def test_run_portfolio_directly_and_the_lift_uses_it():
-    from hybrid_remat.hetero.lift import single_device_portfolio
+    from hybrid_remat.hetero.lifted import single_device_portfolio
 
     p = tight(seed=8)
     run = run_portfolio(p, deadline=now() + 30, heuristics=[LifetimeSplit()], signals=())

@@ -290,7 +290,7 @@ def test_makespan_heuristics_hold_their_budgets_over_time(name):
 
 @pytest.mark.parametrize("name", ["mlp_chain_b256", "gpt2_small_b4_s512"])
 def test_lifted_makespan_plans_hold_their_budgets_over_time(name):
-    from hybrid_remat.hetero.lift import LiftedSingleDevice
+    from hybrid_remat.hetero.lifted import LiftedSingleDevice
 
     p = _makespan_problem(name)
     plan = LiftedSingleDevice().run(p)  # p.objective is makespan

@@ -7,7 +7,7 @@ from ..hookspecs import hookimpl
 @hookimpl
 def hybrid_remat_register_heuristics():
     from ..hetero.heft import HeftScheduler
-    from ..hetero.lift import LiftedSingleDevice
+    from ..hetero.lifted import LiftedSingleDevice
     from ..hetero.paging import HeftOffload
 
     return [HeftScheduler(), HeftOffload(), LiftedSingleDevice()]

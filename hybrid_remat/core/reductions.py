@@ -44,8 +44,8 @@ import numpy as np
 
 from ..errors import PlanError
 from ..graph import Graph
-from ..plan import Plan
 from ..problem import Problem
+from .plans import Plan
 from .staged import first_compute_order
 
 __all__ = [

@@ -45,13 +45,13 @@ import numpy as np
 from numba import njit
 
 from ..errors import PlanError
-from ..limits import UNLIMITED_WORK, Limits
+from ..limits import UNLIMITED_WORK
 
 __all__ = [
     "last_uses_kernel", "held_last_uses_kernel", "sequence_profile_kernel", "sequence_peak_kernel",
     "sequence_plan_kernel", "plan_of_ends_kernel",
     "prune_kernel", "unread_kernel", "positions_kernel", "check_sequence", "minimal_plan", "sequence_peak", "sequence_of_plan",
-    "prune", "remove_unread", "drop_recomputations", "PRUNE_RATE",
+    "prune", "remove_unread", "PRUNE_RATE",
 ]
 
 #: prune work units (one per try and per input of the tried node) per CPU second: 2.2e6-3.4e6 measured at
@@ -483,7 +483,7 @@ def minimal_plan(graph, seq, device: str = "gpu", meta: dict | None = None, *, h
     >>> minimal_plan(g, [0, 1, 2])[1], minimal_plan(g, [0, 1, 2], holds={2: [0]})[1]
     (2, 3)
     """
-    from ..plan import Plan
+    from .plans import Plan
 
     b, pp, pi = _arrays(graph)
     s = check_sequence(seq, b.shape[0])
@@ -522,7 +522,7 @@ def sequence_of_plan(plan) -> np.ndarray:
     PlanError
         Copies or several devices.
     """
-    from ..plan import OP_COMPUTE, OP_COPY
+    from .plans import OP_COMPUTE, OP_COPY
 
     if (plan.op == OP_COPY).any() or len(set(plan.device.tolist())) > 1:
         raise PlanError("only one-device plans without copies have a compute sequence")
@@ -546,53 +546,3 @@ def remove_unread(graph, seq) -> list[int]:
     active, _ = unread_kernel(s, np.ones(s.shape[0], dtype=np.bool_), graph.pred_ptr, graph.pred_idx,
                               graph.succ_ptr)
     return s[active].tolist()
-
-
-def drop_recomputations(problem, plan, *, limits: Limits | None = None):
-    """A plan at most as costly as ``plan``: its compute sequence without
-    unread recomputations, then without every recomputation the budget does
-    not need (most expensive first), repeated until nothing changes or the
-    work budget (``limits.work_for(PRUNE_RATE)``) is spent.  ``plan``
-    itself when it is not a valid single-device plan without copies or
-    nothing improves; the result passed the simulator.
-
-    Examples
-    --------
-    >>> from hybrid_remat.generators import chain
-    >>> from hybrid_remat.problem import Problem
-    >>> from hybrid_remat.plan import plan_from_order
-    >>> g = chain(3, bytes=1)
-    >>> p = Problem.single(g, "100%")
-    >>> drop_recomputations(p, plan_from_order(g, [0, 1, 0, 1, 2], "cost")).n_computes()
-    3
-    """
-    from ..simulate import simulate
-
-    if not problem.is_single_device:
-        return plan
-    try:
-        seq = sequence_of_plan(plan)
-    except PlanError:
-        return plan
-    base = simulate(problem, plan)
-    if not base.valid:
-        return plan
-    lim = limits if limits is not None else Limits()
-    work = lim.work_for(PRUNE_RATE)
-    g = problem.graph
-    b, pp, pi = _arrays(g)
-    cost = np.ascontiguousarray(problem.cost_matrix[0], dtype=np.float64)
-    active = np.ones(seq.shape[0], dtype=np.bool_)
-    unread_kernel(seq, active, pp, pi, g.succ_ptr)
-    while work > 0:
-        active, dropped, used = prune_kernel(seq, active, b, cost, pp, pi, np.int64(problem.budgets[0]),
-                                             np.int64(work))
-        work -= used
-        if dropped == 0:
-            break
-        unread_kernel(seq, active, pp, pi, g.succ_ptr)
-    out, _ = minimal_plan(g, seq[active], problem.primary.name, dict(plan.meta))
-    sim = simulate(problem, out)
-    if sim.valid and sim.total_time <= base.total_time:
-        return out
-    return plan

@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import PlanError
-from ..plan import OP_COMPUTE, OP_COPY, OP_FREE, Plan
+from .plans import OP_COMPUTE, OP_COPY, OP_FREE, Plan
 
 __all__ = [
     "stage_starts", "ends_of", "starts_of", "sinks", "encode", "stage_arrays", "staged_rs", "decode",

@@ -16,7 +16,8 @@ The exhaustive search of the tests (one device or several) is
 """
 
 from .heft import HeftScheduler, heft_plan
-from .lift import LiftedSingleDevice, lift_plan
+from .lift import lift_plan
+from .lifted import LiftedSingleDevice
 from .paging import HeftOffload, PagingMILP, paging_problem
 from .xengine import XEngineMILP, model_size
 

@@ -38,11 +38,18 @@ def paging_problem(problem: Problem) -> Problem:
 
 class PagingMILP(Formulation):
     """:class:`~hybrid_remat.hetero.xengine.XEngineMILP` on
-    :func:`paging_problem` (POET's remat + paging model, serial time)."""
+    :func:`paging_problem` (POET's remat + paging model, serial time).
+
+    A reduction with its scope declared: its plans are plans of the full
+    problem, its bounds and its ``optimal`` hold for the paging plans only
+    (``bound_scope``: every computation on the primary device), so the
+    portfolio keeps them as a class bound, never as a bound over every plan.
+    """
 
     name = "hetero_paging"
-    version = "2"
-    capabilities = frozenset({"dag", "chain", "multi_device", "serial", "exact", "honours_limits"})
+    version = "3"
+    capabilities = frozenset({"dag", "chain", "multi_device", "serial", "exact", "scoped_bound", "honours_limits"})
+    bound_scope = "paging"
 
     def __init__(self, max_variables: int = MAX_VARIABLES):
         self.inner = XEngineMILP(max_variables)
@@ -64,15 +71,9 @@ class PagingMILP(Formulation):
             ok = bool(prim) and all(int(incumbent.device[k]) in prim
                                     for k in range(len(incumbent)) if incumbent.op[k] == 0)
             incumbent = incumbent if ok else None
-        kw.pop("on_bound", None)  # bounds of the paging restriction bound nothing of the full problem
-        res = self.inner.solve(pp, incumbent=incumbent, **kw)
+        res = self.inner.solve(pp, incumbent=incumbent, **kw)  # its bounds: of the paging class (bound_scope)
         if res.plan is not None:
             res.plan.meta["solver"] = self.name
-        # a bound for the paging restriction is not a bound for the full problem
-        res.stats["paging_lower_bound"] = res.lower_bound
-        res.lower_bound = float("-inf")
-        if res.status == "optimal":
-            res.status = "feasible"
         return res
 
 

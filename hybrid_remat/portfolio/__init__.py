@@ -5,31 +5,32 @@ planner are built on it:
 
 * :mod:`~hybrid_remat.portfolio.ledger`: incumbent, bounds by scope,
   history, report, status (every plan simulated, impossible bounds rejected);
-* :mod:`~hybrid_remat.portfolio.scheduler`: admission, order by measured
-  value per second, time shares, skipping what cannot finish;
-* :mod:`~hybrid_remat.portfolio.execute`: one task of any kind, with the
-  new or the legacy signatures (:mod:`~hybrid_remat.portfolio.calls`);
-* :mod:`~hybrid_remat.portfolio.runner`: the schedule in this process or in
-  worker processes, signals, deadlines;
-* :mod:`~hybrid_remat.portfolio.workers`: the worker processes and the
-  shared incumbent;
+* :mod:`~hybrid_remat.portfolio.scheduler`: every decision: admission,
+  order by measured value per second, time shares, skips, later rounds,
+  seeds, copies (``next(view, now, slot)`` and ``done(assignment, outcome)``);
+* :mod:`~hybrid_remat.portfolio.execute`: one task of any kind, called
+  with its kind's one signature (:mod:`~hybrid_remat.portfolio.calls`:
+  older components are wrapped once, when registered);
+* :mod:`~hybrid_remat.portfolio.runner`: the loop between the scheduler
+  and an executor (in this process), signals, deadlines;
+* :mod:`~hybrid_remat.portfolio.workers`: the forked executor (worker
+  processes that run what they are given) and the shared incumbent;
 * :mod:`~hybrid_remat.portfolio.reduce`: the reductions of a multi-device
   problem (each device alone, the merged devices' bounds), solved by the
   same runner.
 """
 
-from .calls import BoundFromHeuristic, ImproverFromFormulation, ImproverFromFunction, as_bound
+from .calls import adapt
 from .execute import LedgerView, Outcome, execute
 from .ledger import Improvement, Ledger, SourceReport
 from .reduce import MergedDevices, OneDevice, SubPortfolio, ThroughReduction, reductions_for
 from .runner import PortfolioRun, honours_limits, run_portfolio
-from .scheduler import Scheduler, Task
+from .scheduler import DONE, WAIT, Assignment, Scheduler, Task
 from .workers import Pool, SharedIncumbent
 
 __all__ = [
-    "Ledger", "SourceReport", "Improvement", "Scheduler", "Task", "execute", "Outcome", "LedgerView",
-    "run_portfolio", "PortfolioRun", "honours_limits", "Pool", "SharedIncumbent", "as_bound",
-    "BoundFromHeuristic", "ImproverFromFunction", "ImproverFromFormulation", "default_workers",
+    "Ledger", "SourceReport", "Improvement", "Scheduler", "Task", "Assignment", "WAIT", "DONE", "execute", "Outcome", "LedgerView",
+    "run_portfolio", "PortfolioRun", "honours_limits", "Pool", "SharedIncumbent", "adapt", "default_workers",
     "reductions_for", "OneDevice", "MergedDevices", "SubPortfolio", "ThroughReduction",
 ]
 

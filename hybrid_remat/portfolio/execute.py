@@ -1,6 +1,10 @@
 """Running one task (a heuristic, bound, improver or formulation) and
 passing what it finds to a sink.
 
+Every component is called with its kind's one signature
+(:data:`~hybrid_remat.portfolio.calls.SIGNATURES`; older ones were wrapped
+when they were registered).
+
 A *sink* has the offering methods of :class:`~hybrid_remat.portfolio.ledger.Ledger`
 (``offer_plan``, ``offer_bound``, ``note``, ``add_report``, ``add_stats``):
 in-process it is the ledger itself, in a worker process a pipe to the
@@ -35,10 +39,10 @@ from dataclasses import dataclass
 from ..errors import HybridRematError
 from ..interfaces import ALL_PLANS, objectives_of
 from ..limits import NO_LIMITS, Limits, now
-from .calls import call_bound, call_formulation, call_heuristic, call_improver, formulation_scope
+from .calls import formulation_scope
 from .ledger import SourceReport
 
-__all__ = ["execute", "Outcome", "LedgerView", "SameStart"]
+__all__ = ["execute", "Outcome", "LedgerView"]
 
 
 @dataclass
@@ -70,38 +74,8 @@ class LedgerView:
     def lower_bound(self) -> float:
         return self._ledger.bound
 
-
-class SameStart:
-    """Remembers where each ``"deterministic"`` improver or formulation last
-    started: run again from the same incumbent, having finished within its
-    share, it would only repeat itself.
-
-    ``store`` holds the start values: a dict (one process), or an array
-    shared by a pool's workers with ``key`` mapping a component to its slot
-    (NaN: none), so that no worker repeats what another one ran.
-    """
-
-    def __init__(self, store=None, key=None):
-        self._store = {} if store is None else store
-        self._key = key or (lambda obj: id(obj))
-
-    @staticmethod
-    def _applies(task) -> bool:
-        return task.kind in ("improver", "formulation") and "deterministic" in set(getattr(task.obj, "capabilities", ()))
-
-    def _get(self, task) -> float:
-        k = self._key(task.obj)
-        if isinstance(self._store, dict):
-            return self._store.get(k, math.nan)
-        return self._store[k]
-
-    def repeats(self, task, shared) -> bool:
-        return self._applies(task) and self._get(task) == shared.incumbent_value()
-
-    def record(self, task, start_value: float, out: Outcome) -> None:
-        if self._applies(task):
-            forget = out.wants_more or out.needs_incumbent or out.status == "error"
-            self._store[self._key(task.obj)] = math.nan if forget else start_value
+    def finished(self) -> bool:
+        return self._ledger.finished()
 
 
 def _counts(obj, problem) -> bool:
@@ -145,10 +119,7 @@ def execute(task, problem, sink, shared, *, limits: Limits | None = None, share:
 
 def _heuristic(task, problem, sink, shared, limits, seed, row) -> Outcome:
     name = task.name
-    plan, bound = call_heuristic(task.obj, problem, seed=seed, limits=limits)
-    if bound is not None and _counts(task.obj, problem):
-        scope = ALL_PLANS if getattr(task.obj, "bound_scope", "") == ALL_PLANS else name
-        sink.offer_bound(float(bound), name, scope)
+    plan = task.obj.run(problem, seed=seed, limits=limits)
     if plan is None:
         sink.note(name)
         return row("no_plan")
@@ -163,7 +134,7 @@ def _heuristic(task, problem, sink, shared, limits, seed, row) -> Outcome:
 
 
 def _bound(task, problem, sink, shared, limits, seed, row) -> Outcome:
-    res = call_bound(task.obj, problem, limits=limits)
+    res = task.obj.bound(problem, limits=limits)
     if res is None or res.value is None or res.value != res.value:
         note = str((res.stats or {}).get("skipped", "")) if res is not None else ""
         return row("skipped", note=note or "no bound", bound=True)
@@ -196,8 +167,9 @@ def _improver(task, problem, sink, shared, limits, seed, row) -> Outcome:
             best["value"], best["improved"] = problem.objective.value(sim), True
         return sim, improved
 
-    out = call_improver(task.obj, problem, start, seed=seed, limits=limits, on_incumbent=on_incumbent,
-                        shared=shared)
+    sharing = "shares_incumbent" in set(getattr(task.obj, "capabilities", ()))
+    out = task.obj.improve(problem, start, seed=seed, limits=limits, on_incumbent=on_incumbent,
+                           shared=shared if sharing else None)
     if out is not None and out is not start:
         on_incumbent(out, name)
     status = "improved" if best["improved"] else "no_change"
@@ -221,8 +193,7 @@ def _formulation(task, problem, sink, shared, limits, seed, row) -> Outcome:
         if counts:
             sink.offer_bound(value, name, scope)
 
-    fr = call_formulation(f, problem, incumbent=incumbent, limits=limits, seed=seed, on_incumbent=on_incumbent,
-                          on_bound=on_bound)
+    fr = f.solve(problem, incumbent=incumbent, limits=limits, seed=seed, on_incumbent=on_incumbent, on_bound=on_bound)
     key = name if not task.note else f"{name} ({task.note.strip(': ')})"
     sink.add_stats(key, dict(fr.stats or {}))
     if fr.plan is not None:

@@ -78,7 +78,6 @@ from ..interfaces import ALL_PLANS, accepts
 from ..limits import now
 from ..plan import OP_COPY, Plan
 from ..problem import Device, Problem
-from .calls import call_improver
 from .ledger import Ledger, SourceReport, plan_key
 
 __all__ = ["OneDevice", "MergedDevices", "SubPortfolio", "ThroughReduction", "Reductions", "reductions_for",
@@ -432,7 +431,9 @@ class ThroughReduction:
             return None
 
         view = _ForwardView(shared, red, problem, sub) if shared is not None else None
-        out = call_improver(self.inner, sub, start, seed=seed, limits=limits, on_incumbent=relay, shared=view)
+        sharing = "shares_incumbent" in set(getattr(self.inner, "capabilities", ()))
+        out = self.inner.improve(sub, start, seed=seed, limits=limits, on_incumbent=relay,
+                                 shared=view if sharing else None)
         if out is not None and out is not start:
             relay(out, self.name)
         return None

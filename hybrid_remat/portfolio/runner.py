@@ -1,8 +1,13 @@
-"""The portfolio runner: tasks of the scheduler, run where they can be
-stopped, results into the ledger, within one deadline.
+"""The portfolio runner: the assignments of the scheduler, run by an
+executor, results into the ledger, within one deadline.
 
-``workers=1`` runs the portfolio *in this process*, task after task, in a
-fixed order: a run with a seed and node or work limits repeats exactly,
+One loop (:meth:`_Run.drive`) asks the
+:class:`~hybrid_remat.portfolio.scheduler.Scheduler` what each free slot of
+the executor runs next and tells it how each assignment ended; the two
+executors only execute.
+
+``workers=1`` runs the portfolio *in this process* (:class:`InThread`),
+task after task: a run with a seed and node or work limits repeats exactly,
 components may keep state (tests record calls), a debugger or profiler
 sees them, and nothing is pickled.  Each task runs in a short-lived thread
 while the main thread waits in short steps: it mirrors the caller's
@@ -12,8 +17,8 @@ component that does not declare ``"honours_limits"`` runs instead in a
 forked one-worker :class:`~hybrid_remat.portfolio.workers.Pool`, killed at
 its deadline (it streams its plans, so nothing reported is lost).
 
-``workers=W > 1`` forks ``W`` worker processes that take tasks from the
-same ordered list and share the incumbent and bounds through the parent
+``workers=W > 1`` forks ``W`` worker processes that run the assignments
+they are given and share the incumbent and bounds through the parent
 (:mod:`hybrid_remat.portfolio.workers`).
 
 Signals.  In the main thread the runner catches the signals it is given
@@ -25,8 +30,8 @@ stop and the runner returns within about a second with the best plan
 Reductions.  On a multi-device problem the reductions
 (:mod:`~hybrid_remat.portfolio.reduce`) run after the heuristics and bounds
 (fast: they give the first plan and let a reduction that cannot beat it be
-skipped), before the improvers and formulations, in this process's main
-thread: each solves its reduced problem with this very runner (the same
+skipped), before the improvers and formulations, alone, in this process's
+main thread: each solves its reduced problem with this very runner (the same
 worker count, seed and limits, its own ledger) until its share of the time
 left, passing its plans and bounds on as they come; the caller's stop flag,
 a signal or a closed gap stops it too.
@@ -38,21 +43,20 @@ skipped ("gap closed").
 
 from __future__ import annotations
 
-import math
 import shutil
 import signal
 import tempfile
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..limits import Limits, now
-from .execute import LedgerView, SameStart, execute
+from .execute import LedgerView, Outcome, execute
 from .ledger import Ledger, SourceReport
-from .scheduler import Scheduler, Task
-from .workers import Pool, SharedIncumbent, fork_context, honours_limits
+from .scheduler import DONE, WAIT, Scheduler, honours_limits
+from .workers import Pool, SharedIncumbent, fork_context
 
-__all__ = ["run_portfolio", "PortfolioRun", "honours_limits", "ABANDON_S", "POLL_S"]
+__all__ = ["run_portfolio", "PortfolioRun", "honours_limits", "InThread", "ABANDON_S", "POLL_S"]
 
 #: seconds an in-process task may run past its stop request before the runner goes on without it
 ABANDON_S = 0.5
@@ -98,6 +102,98 @@ def catch_signals(names, on_signal):
             signal.signal(sig, cur)
 
 
+def _forked_pool(run, workers: int):
+    """A :class:`~hybrid_remat.portfolio.workers.Pool` sharing the incumbent
+    through a temporary directory (removed by ``pool.close()``)."""
+    tmp = tempfile.mkdtemp(prefix="hybrid_remat_portfolio_")
+    shared = SharedIncumbent(run.ctx, tmp)
+    pool = Pool(run.ctx, run.problem, run.sched.tasks, ledger=run.ledger, shared=shared, workers=workers,
+                nodes=run.nodes, work=run.work, send_all=workers == 1)
+    close = pool.close
+
+    def close_and_clean():
+        close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    pool.close = close_and_clean
+    return pool
+
+
+class InThread:
+    """The in-process executor: one assignment at a time, in a short-lived
+    thread, while the main thread waits in short steps (module docstring).
+    A ``contained`` assignment (its component does not declare
+    ``"honours_limits"``) goes to a one-worker forked
+    :class:`~hybrid_remat.portfolio.workers.Pool`, killed at its deadline."""
+
+    def __init__(self, run):
+        self.run = run
+        self.current = None  # (assignment, thread, stop flag, box, started)
+        self.asked_at = None
+        self.child = None
+        self.component_stopped = False
+
+    def idle(self) -> list:
+        return [] if self.busy() else [0]
+
+    def busy(self) -> bool:
+        return self.current is not None or (self.child is not None and self.child.busy())
+
+    def submit(self, slot: int, a) -> None:
+        run = self.run
+        if a.contained and run.ctx is not None:
+            if self.child is None:
+                self.child = _forked_pool(run, 1)
+            self.child.submit(0, a)
+            return
+        task_stop = threading.Event()
+        lim = Limits(a.deadline, run.work, task_stop, run.nodes)
+        box: dict = {}
+
+        def target():
+            box["out"] = execute(a.task, run.problem, run.ledger, run.view, limits=lim, share=a.share, seed=a.seed)
+
+        th = threading.Thread(target=target, name=f"portfolio-{a.task.name}", daemon=True)
+        self.current, self.asked_at = (a, th, task_stop, box, now()), None
+        th.start()
+
+    def wait(self, timeout: float) -> list:
+        if self.child is not None and self.child.busy():
+            return self.child.wait(timeout)
+        if self.current is None:
+            return []
+        a, th, task_stop, box, started = self.current
+        th.join(timeout)
+        t = now()
+        if th.is_alive():
+            if self.asked_at is None and (self.run.halt.is_set() or t > a.deadline):
+                task_stop.set()
+                self.asked_at = t
+            if self.asked_at is not None and t > max(self.asked_at, a.deadline) + ABANDON_S:
+                # it broke its promise: go on without it (its later plans still count until the end)
+                self.run.info.abandoned.append(a.task.name)
+                self.run.ledger.add_report(SourceReport(a.task.name, a.task.kind, "stopped", seconds=t - started,
+                                                        note="did not return within its limits (left running)"))
+                self.current = None
+                return [(a, Outcome("stopped", t - started))]
+            return []
+        if task_stop.is_set() and self.asked_at is None:
+            self.component_stopped = True  # the component set its stop flag: the legacy way to stop the solve
+        self.current = None
+        return [(a, box.get("out") or Outcome("error", t - started))]
+
+    def request_stop(self) -> None:
+        if self.child is not None:
+            self.child.request_stop()
+
+    def child_asked_stop(self) -> bool:
+        return self.component_stopped or (self.child is not None and self.child.child_asked_stop())
+
+    def close(self) -> None:
+        if self.child is not None:
+            self.child.close()
+
+
 class _Run:
     def __init__(self, problem, sched: Scheduler, ledger: Ledger, *, deadline, seed, nodes, work, stop, workers,
                  second_round_min_s, second_round_margin_s):
@@ -108,7 +204,7 @@ class _Run:
         self.halt = threading.Event()
         self.ctx = fork_context()
         self.info = PortfolioRun(ledger, workers)
-        self.same_start = SameStart()
+        self.view = LedgerView(ledger)
 
     # ------------------------------------------------------------ state
     def on_signal(self, name: str) -> None:
@@ -124,189 +220,59 @@ class _Run:
         if self.ledger.finished():
             self.halt.set()
 
-    def why_not(self) -> str | None:
-        self.check()
-        if self.ledger.finished():
-            return "gap closed"
-        if self.halt.is_set():
-            return "stopped"
-        if self.deadline - now() <= 0:
-            return "time limit"
-        return None
-
-    def skip(self, task: Task, note: str) -> None:
-        self.ledger.add_report(SourceReport(task.name, task.kind, "skipped", note=note))
-
-    # ------------------------------------------------------------ one task
-    def step(self, task: Task, *, remaining: int = 1, share: float | None = None):
-        why = self.why_not()
-        if why:
-            self.skip(task, why)
-            return None
-        left = self.deadline - now()
-        reason = Scheduler.too_slow(task, left)
-        if reason:
-            self.skip(task, reason)
-            return None
-        if task.kind == "bound" and getattr(task.obj, "infeasibility_only", False) and math.isfinite(self.ledger.value):
-            self.skip(task, "a valid plan fits: nothing to prove infeasible")
-            return None
-        if self.same_start.repeats(task, LedgerView(self.ledger)):
-            self.skip(task, "same start as its last run (deterministic)")
-            return None
-        start_value = self.ledger.value
-        if share is None:
-            share = Scheduler.share(task, left, remaining=remaining)
-        share = max(0.0, min(share, left))
-        limits = Limits(min(self.deadline, now() + share), self.work, None, self.nodes)
-        if honours_limits(task.obj) or self.ctx is None:
-            out = self._in_thread(task, limits, share)
-        else:
-            out = self._in_child(task, limits, share)
-        if out is not None:
-            self.same_start.record(task, start_value, out)
-        self.check()
-        return out
-
-    def _in_thread(self, task: Task, limits: Limits, share: float):
-        task_stop = threading.Event()
-        lim = replace(limits, stop=task_stop)
-        box: dict = {}
-
-        def target():
-            box["out"] = execute(task, self.problem, self.ledger, LedgerView(self.ledger), limits=lim, share=share,
-                                 seed=self.seed)
-
-        th = threading.Thread(target=target, name=f"portfolio-{task.name}", daemon=True)
-        started = now()
-        th.start()
-        asked_at = None
-        while th.is_alive():
-            th.join(POLL_S)
-            self.check()
-            t = now()
-            if asked_at is None and (self.halt.is_set() or t > lim.deadline):
-                task_stop.set()
-                asked_at = t
-            if asked_at is not None and t > max(asked_at, lim.deadline) + ABANDON_S and th.is_alive():
-                # it broke its promise: go on without it (its later plans still count until the end)
-                self.info.abandoned.append(task.name)
-                self.ledger.add_report(SourceReport(task.name, task.kind, "stopped", seconds=t - started,
-                                                    note="did not return within its limits (left running)"))
-                return None
-        if task_stop.is_set() and asked_at is None:
-            self.halt.set()  # the component set its stop flag: the legacy way to stop the solve
-        return box.get("out")
-
-    def _in_child(self, task: Task, limits: Limits, share: float):
-        pool = Pool(self.ctx, self.problem, [task], ledger=self.ledger, shared=LedgerView(self.ledger), workers=1,
-                    deadline=limits.deadline, seed=self.seed, nodes=self.nodes, work=self.work, repeat=False,
-                    share=share)
-        self._drive(pool, limits.deadline)
-        if pool.child_asked_stop():
-            self.halt.set()
-        return pool.outcomes.get(0)
-
-    def _drive(self, pool: Pool, deadline: float) -> None:
-        pool.start()
-        try:
-            while pool.alive():
-                pool.poll(POLL_S)
-                pool.enforce()
-                self.check()
-                if self.halt.is_set() or now() >= deadline:
-                    pool.request_stop()
-                if pool.overdue():
-                    pool.kill()
-                    break
-        finally:
-            if any(p.is_alive() for p in pool.procs):
-                pool.kill()
-            pool.finish()
-
-    # ------------------------------------------------------------ schedules
-    def reduce(self) -> None:
-        """Run the reductions (phase ``reduce``) one after the other."""
-        for t in self.sched.reduce:
-            why = self.why_not() or t.obj.skip_reason(self.problem, self.ledger.value)
-            if why:
-                self.skip(t, why)
-                continue
-            left = self.deadline - now()
-            t.obj.run(self.problem, self.ledger, deadline=min(self.deadline, now() + t.obj.share * left),
-                      seed=self.seed, nodes=self.nodes, work=self.work, workers=self.workers, stop=self.stopping,
-                      second_round_min_s=self.min_round, second_round_margin_s=self.margin)
-            self.check()
-
     def stopping(self) -> bool:
         """Whether a nested run must stop: a signal, the caller's flag, the gap closed."""
         self.check()
         return self.halt.is_set()
 
-    def serial(self) -> None:
-        s = self.sched
-        wanting = []  # improvers and formulations that used their whole share: later rounds
-        for t in s.construct:
-            out = self.step(t)
-            if out is not None and out.wants_more:
-                wanting.append(t)
-        self.reduce()
-        for t in s.polish:
-            self.step(t)
-        for i, t in enumerate(s.long):
-            out = self.step(t, remaining=len(s.long) - i)
-            if out is not None and out.wants_more:
-                wanting.append(t)
-        rnd = 1
-        while wanting:
-            again = []
-            for i, t in enumerate(wanting):
-                left = self.deadline - now()
-                if self.why_not() or left < self.min_round:
-                    return
-                note = "second round: " if rnd == 1 else f"round {rnd + 1}: "
-                out = self.step(t.again(note), share=(left - self.margin) / (len(wanting) - i))
-                if out is not None and out.wants_more:
-                    again.append(t)
-            wanting, rnd = again, rnd + 1
-
-    def parallel(self) -> None:
-        s = self.sched
-        if s.reduce:  # the heuristics, the reductions (each a parallel run of its own), the rest
-            self.pool(list(s.construct))
-            self.reduce()
-            self.pool(list(s.polish) + list(s.long))
-        else:
-            self.pool(list(s.construct) + list(s.polish) + list(s.long))
-
-    def pool(self, tasks: list) -> None:
-        """Run ``tasks`` in worker processes sharing the incumbent, until done or the deadline."""
-        if not tasks:
-            return
-        tmp = tempfile.mkdtemp(prefix="hybrid_remat_portfolio_")
+    # ------------------------------------------------------------ the loop
+    def drive(self, executor) -> None:
+        """Until the scheduler is done: give each free slot what the
+        scheduler says, pass back how each assignment ended."""
+        sched = self.sched
+        worker_of = (lambda slot: -1) if isinstance(executor, InThread) else (lambda slot: slot)
+        sched.on_skip = lambda task, reason, slot: self.ledger.add_report(
+            SourceReport(task.name, task.kind, "skipped", note=reason, worker=worker_of(slot)))
+        sched.begin(deadline=self.deadline, slots=len(executor.idle()), seed=self.seed, min_round=self.min_round,
+                    margin=self.margin)
         try:
-            shared = SharedIncumbent(self.ctx, tmp)
-            shared.set_bound(self.ledger.bound)
-            if self.ledger.plan is not None:
-                shared.publish(self.ledger.plan, self.ledger.value)
-            pool = Pool(self.ctx, self.problem, tasks, ledger=self.ledger, shared=shared, workers=self.workers,
-                        deadline=self.deadline, seed=self.seed, nodes=self.nodes, work=self.work, repeat=True)
-            if not self.why_not():
-                self._drive(pool, self.deadline)
-            if pool.child_asked_stop():
-                self.halt.set()
-            why = self.why_not() or "stopped"
-            for t in tasks[min(pool.counter.value, len(tasks)):]:  # never started
-                self.skip(t, why)
+            while True:
+                self.check()
+                if self.halt.is_set():
+                    sched.stop("stopped")
+                if self.halt.is_set() or now() >= self.deadline:
+                    executor.request_stop()
+                verdict = None
+                for slot in executor.idle():
+                    verdict = sched.next(self.view, now(), slot)
+                    if verdict is WAIT or verdict is DONE:
+                        break
+                    if verdict.task.kind == "reduction":
+                        self.reduction(verdict)
+                        sched.done(verdict, Outcome("done"))
+                        break
+                    executor.submit(slot, verdict)
+                if verdict is DONE and not executor.busy():
+                    return
+                for a, out in executor.wait(POLL_S if executor.busy() else 0.0):
+                    sched.done(a, out)
+                if executor.child_asked_stop():
+                    self.halt.set()
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            executor.close()
 
+    def reduction(self, a) -> None:
+        """Run a reduction (a portfolio run of its own) here, until its deadline."""
+        a.task.obj.run(self.problem, self.ledger, deadline=a.deadline, seed=self.seed, nodes=self.nodes,
+                       work=self.work, workers=self.workers, stop=self.stopping, second_round_min_s=self.min_round,
+                       second_round_margin_s=self.margin)
+        self.check()
 
 def run_portfolio(problem, *, deadline: float, heuristics=(), bounds=(), improvers=(), formulations=(),
                   reductions=(), workers: int = 1, seed: int = 0, node_limit: int | None = None, work_limit: int | None = None,
                   stop=None, on_improve=None, signals=("SIGINT",), second_round_min_s: float = 5.0,
                   second_round_margin_s: float = 2.0, ledger: Ledger | None = None, table=None,
-                  scheduler: Scheduler | None = None) -> PortfolioRun:
+                  scheduler: Scheduler | None = None, executor: str | None = None) -> PortfolioRun:
     """Run the portfolio on ``problem`` until ``deadline`` (a
     :func:`~hybrid_remat.limits.now` value); the ledger holds the result.
 
@@ -325,6 +291,10 @@ def run_portfolio(problem, *, deadline: float, heuristics=(), bounds=(), improve
         The caller's stop flag (read, never set).
     signals : tuple of str
         Signal names handled while running (main thread only).
+    executor : {"thread", "fork"}, optional
+        Who runs the assignments: this process (default for one worker) or
+        forked worker processes (default for more).  The scheduler decides
+        the same way for both.
 
     Examples
     --------
@@ -344,15 +314,12 @@ def run_portfolio(problem, *, deadline: float, heuristics=(), bounds=(), improve
     workers = max(1, int(workers)) if ctx is not None else 1
     run = _Run(problem, sched, ledger, deadline=deadline, seed=seed, nodes=node_limit, work=work_limit, stop=stop,
                workers=workers, second_round_min_s=second_round_min_s, second_round_margin_s=second_round_margin_s)
+    if executor is None:
+        executor = "thread" if workers == 1 else "fork"
+    ex = InThread(run) if executor == "thread" or ctx is None else _forked_pool(run, workers)
     with catch_signals(signals, run.on_signal):
         try:
-            if math.isfinite(deadline) and deadline <= now():
-                for t in list(sched.reduce) + list(sched.construct) + list(sched.polish) + list(sched.long):
-                    run.skip(t, "time limit")
-            elif workers > 1:
-                run.parallel()
-            else:
-                run.serial()
+            run.drive(ex)
         except KeyboardInterrupt:  # a SIGINT with a handler other than ours (or outside the main thread's wait)
             run.on_signal("SIGINT")
     ledger.seal()

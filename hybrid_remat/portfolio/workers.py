@@ -1,41 +1,34 @@
-"""Worker processes that run portfolio tasks and stream what they find.
+"""The forked executor: worker processes that run the assignments they are
+given and stream what they find.
 
-:class:`Pool` forks ``W`` worker processes (the ``fork`` start method: the
-problem, the components and their compiled kernels are inherited, nothing
-is pickled on the way in).  Each worker takes the next task of a shared,
-ordered list (heuristics and bounds, then improvers, then formulations and
-improvers again); when the list is done it runs again, with new seeds, the
-tasks that used their whole share (LNS restarts from the shared incumbent),
-in the manner of CP-SAT's portfolio workers.
-
-Picking again (:func:`_pick_again`).  First the tasks that waited for a
-plan (skipped for want of one, or a formulation that started cold, beside
-the heuristics, and found nothing), then those that want more time.  A
-worker claims what it picks under the pool's lock, and a component runs in
-one worker at a time, so that sixteen idle workers never run one
-deterministic improver from the same start (:class:`SameStart` is shared
-by the workers too).  When nothing else is left, idle workers run copies,
-with other seeds, of a running improver that shares the incumbent (LNS),
-until a copy ends before its share does.
+:class:`Pool` forks up to ``W`` worker processes (the ``fork`` start
+method: the problem, the components and their compiled kernels are
+inherited, nothing is pickled on the way in).  The parent asks the
+:class:`~hybrid_remat.portfolio.scheduler.Scheduler` what each free worker
+runs and sends it the assignment (the task's number, its note, seed,
+deadline and share); the worker runs it (:func:`~hybrid_remat.portfolio.execute.execute`)
+and reports how it ended.  Workers decide nothing: this module imports no
+policy.
 
 Sharing.  The parent owns the :class:`~hybrid_remat.portfolio.ledger.Ledger`.
 Workers send every improvement at once through their own pipe (a
 synchronous write: a message is in the pipe before the component goes on),
-so a worker killed at the deadline never takes the best plan with it.  The
-parent publishes the incumbent, its value and the bound in a
-:class:`SharedIncumbent` (a file replaced atomically and shared-memory
-numbers) that improvers and formulations read through ``shared=``.
+so a worker killed at the deadline never takes the best plan with it, and a
+task's plans reach the ledger before its end does (one pipe, in order): a
+plan on its way is never taken for none.  The parent publishes the
+incumbent, its value and the bound in a :class:`SharedIncumbent` (a file
+replaced atomically and shared-memory numbers) that improvers and
+formulations read through ``shared=``.
 
 Stopping.  At the deadline (or when the gap is closed, or on a signal) the
 parent sets the shared stop flag, waits :data:`GRACE_S` and kills what is
 still running.  Workers ignore SIGINT (a Ctrl-C reaches the whole process
 group; the parent decides) and take SIGTERM's default action.
 
-A task that cannot be trusted to return within its limits (no
+An assignment marked ``contained`` (its component does not declare
 ``"honours_limits"``) is held to its deadline from outside: its worker is
-killed :data:`GRACE_S` after it and a fresh worker takes the next tasks
-(:meth:`Pool.enforce`).  In a one-process solve such a task runs alone in a
-one-worker pool, killed the same way.
+killed :data:`GRACE_S` after it and a fresh worker takes the next
+assignment (:meth:`Pool.enforce`).
 """
 
 from __future__ import annotations
@@ -47,25 +40,18 @@ import os
 import pickle
 import signal
 import threading
+from dataclasses import replace
 
 from ..errors import HybridRematError
 from ..limits import Limits, now
 from ..simulate import simulate
-from .execute import SameStart, execute
+from .execute import Outcome, execute
 from .ledger import SourceReport, better
-from .scheduler import Scheduler
-
-
-def honours_limits(obj) -> bool:
-    """``obj`` declares that it returns within the limits it is given."""
-    return "honours_limits" in set(getattr(obj, "capabilities", ()))
 
 __all__ = ["Pool", "SharedIncumbent", "PipeSink", "fork_context", "GRACE_S"]
 
 #: seconds between the stop flag and killing a worker
 GRACE_S = 0.3
-#: the longest a formulation waits for the heuristics' first plan (:func:`_await_first_plan`)
-PLAN_WAIT_S = 1.0
 
 
 def fork_context():
@@ -129,7 +115,6 @@ class PipeSink:
     def __init__(self, conn, problem, shared, send_all: bool = False):
         self.conn, self.problem, self.shared, self.send_all = conn, problem, shared, send_all
         self.best = math.inf
-        self.sent_at = -math.inf  # when it last sent a plan better than the shared incumbent
         self._lock = threading.Lock()
 
     def send(self, msg) -> None:
@@ -146,16 +131,11 @@ class PipeSink:
         value = self.problem.objective.value(sim)
         if better(value, min(self.best, self.shared.incumbent_value())):
             self.best = value
-            self.sent_at = now()
             self.send(("plan", source, plan))
             return sim, True
         if self.send_all:  # a one-task pool: the parent keeps a pool of good plans
             self.send(("plan", source, plan))
         return sim, False
-
-    def plan_in_flight(self, wait: float = 1.0) -> bool:
-        """It sent a plan that the parent has not published yet (for at most ``wait`` seconds)."""
-        return now() - self.sent_at < wait and better(self.best, self.shared.incumbent_value())
 
     def offer_bound(self, value, source, scope) -> bool:
         self.send(("bound", float(value), source, scope))
@@ -185,202 +165,134 @@ def _die_with_parent() -> None:
         pass
 
 
-def _copyable(task) -> bool:
-    """An improver that shares the incumbent (LNS): a second copy, with
-    another seed, searches elsewhere and passes what it finds to the first,
-    at little memory.  (Exact models are not copied: a race of SCIP seeds
-    costs a model's memory per worker and starves the rest.)"""
-    return task.kind == "improver" and "shares_incumbent" in set(getattr(task.obj, "capabilities", ()))
-
-
-def _pick_again(pool, wid: int, rounds: int):
-    """Claim a task to run again: ``(index, candidates, copy)``, index
-    ``None`` for nothing.  First one that waited for a plan, once there is
-    one (it has not had its try yet), else one that wants more time; a
-    component runs in one worker at a time (listed twice, as a first pass
-    and a later one, too), so that idle workers never repeat each other.
-    When nothing else is left, a second copy of a running one that
-    :func:`_copyable` admits, until a copy ends before its share does (then
-    more copies would only spin)."""
-    with pool.counter_lock:
-        n = len(pool.tasks)
-        wants, running = pool.wants[:n], pool.inside[:n]
-        busy = {id(pool.tasks[i].obj) for i in range(n) if running[i] > 0}
-        cands = []
-        if math.isfinite(pool.shared.incumbent_value()):
-            cands = [i for i in range(n) if wants[i] == 2 and id(pool.tasks[i].obj) not in busy]
-        if not cands:
-            cands = [i for i in range(n) if wants[i] == 1 and id(pool.tasks[i].obj) not in busy]
-        copy = not cands
-        if copy:
-            cands = [i for i in range(n)
-                     if running[i] > 0 and pool.copies[pool.slot(pool.tasks[i].obj)] and _copyable(pool.tasks[i])]
-        if not cands:
-            return None, 0, False
-        idx = cands[(wid + rounds) % len(cands)]
-        pool.wants[idx] = 0
-        pool.inside[idx] += 1
-        return idx, len(cands), copy
-
-
-def _await_first_plan(pool, left: float) -> None:
-    """Before a formulation starts with no plan while heuristics run: wait a
-    little (at most :data:`PLAN_WAIT_S`, or 5 % of the time left) for their
-    first plan, its warm start.  Started cold beside the heuristics, the
-    block solver found nothing in 6 s where, warm, it found the best plan."""
-    until = now() + min(PLAN_WAIT_S, 0.05 * left)
-    while now() < until and not math.isfinite(pool.shared.incumbent_value()) and not pool.stop.is_set():
-        if not any(pool.inside[i] > 0 and t.kind == "heuristic" for i, t in enumerate(pool.tasks)):
-            return
-        pool.stop.wait(0.01)
-
-
-def _worker_main(wid, pool, conn) -> None:
+def _worker_main(wid, pool, orders, conn) -> None:
+    """Run what the parent sends (``(entry, note, seed, deadline, share)``)
+    until it sends ``None`` or closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
-    sink = PipeSink(conn, pool.problem, pool.shared, send_all=not pool.repeat)
-    tasks = pool.tasks
-    same_start = SameStart(pool.starts, key=pool.slot)
-    rounds = 0
+    sink = PipeSink(conn, pool.problem, pool.shared, send_all=pool.send_all)
     try:
-        while not pool.stop.is_set():
-            left = pool.deadline - now()
-            if left <= 0:
+        while True:
+            try:
+                order = orders.recv()
+            except (EOFError, OSError):
                 break
-            with pool.counter_lock:
-                idx = pool.counter.value
-                if idx < len(tasks):
-                    pool.counter.value += 1
-                    pool.inside[idx] += 1
-            copy = False
-            if idx < len(tasks):
-                task, seed, remaining = tasks[idx], pool.seed, len(tasks) - idx
-            elif pool.repeat:
-                idx, remaining, copy = _pick_again(pool, wid, rounds)
-                if idx is None:
-                    # a task claimed or running may still bring a plan or want more (``inside`` is set at the
-                    # claim, under the lock, so a task claimed and not yet started counts)
-                    if any(pool.inside[:len(tasks)]) or sink.plan_in_flight():
-                        pool.stop.wait(0.05)
-                        continue
-                    break
-                rounds += 1
-                task = tasks[idx].again(f"round {rounds + 1}: ")
-                seed = pool.seed + 7919 * rounds + wid
-            else:
+            if order is None:
                 break
-            reason = Scheduler.too_slow(task, left)
-            if reason is None and not copy and same_start.repeats(task, pool.shared):
-                reason = "same start as its last run (deterministic)"
-            if reason:
-                sink.add_report(SourceReport(task.name, task.kind, "skipped", note=reason, worker=wid))
-                with pool.counter_lock:  # picked and skipped: it wants nothing more (else it is picked forever)
-                    pool.inside[idx] -= 1
-                    if not copy:
-                        pool.wants[idx] = 0
-                continue
-            if task.kind == "formulation":
-                _await_first_plan(pool, left)
-            start_value = pool.shared.incumbent_value()
-            share = pool.share if pool.share is not None else \
-                Scheduler.share(task, left, remaining=remaining, workers=pool.workers)
-            limits = Limits(min(pool.deadline, now() + share), pool.work, pool.stop, pool.nodes)
-            sink.send(("start", wid, idx, task.name, task.kind, limits.deadline, honours_limits(task.obj)))
+            entry, note, seed, deadline, share = order
+            task = replace(pool.tasks[entry], note=note)
+            limits = Limits(deadline, pool.work, pool.stop, pool.nodes)
             out = execute(task, pool.problem, sink, pool.shared, limits=limits, share=share, seed=seed, worker=wid)
-            if not copy:  # a copy ran with another seed: its start says nothing of the next run's
-                same_start.record(task, start_value, out)
-            # a task counts as running until its plan is published: a formulation waiting for the first
-            # plan (:func:`_await_first_plan`) must not start cold while that plan is on its way
-            while sink.plan_in_flight() and not pool.stop.is_set():
-                pool.stop.wait(0.005)
-            with pool.counter_lock:
-                pool.inside[idx] -= 1
-                if copy and not out.wants_more:
-                    pool.copies[pool.slot(task.obj)] = 0
-                if not copy or out.wants_more:
-                    pool.wants[idx] = 0 if not pool.repeat else 2 if out.needs_incumbent else 1 if out.wants_more else 0
-            sink.send(("done", wid, idx, out))
+            sink.send(("done", wid, out))
     finally:
         sink.send(("exit", wid))
         conn.close()
 
 
 class Pool:
-    """``workers`` forked processes running ``tasks`` until ``deadline``.
+    """Up to ``workers`` forked processes running assignments.
 
-    Parent side: :meth:`start`, then :meth:`poll` in a loop (it feeds the
-    ledger), :meth:`stop` (the flag), :meth:`kill`, :meth:`finish`.
-    ``share`` fixes every task's seconds (one-task pools); ``repeat`` runs
-    the tasks that want more again once the list is done.
+    Parent side: :meth:`idle` (free worker ids), :meth:`submit`,
+    :meth:`wait` (it feeds the ledger; the assignments that ended, with
+    their outcomes), :meth:`request_stop`, :meth:`close`.  ``tasks`` is the
+    scheduler's task list (:attr:`Scheduler.tasks`); ``send_all`` passes
+    every valid plan to the parent (a one-worker pool: the ledger keeps a
+    pool of good plans), not only better ones.
     """
 
-    def __init__(self, ctx, problem, tasks, *, ledger, shared, workers: int, deadline: float, seed: int = 0,
-                 nodes=None, work=None, repeat: bool = True, share: float | None = None):
+    def __init__(self, ctx, problem, tasks, *, ledger, shared, workers: int, nodes=None, work=None,
+                 send_all: bool = False):
         self.ctx, self.problem, self.tasks, self.ledger, self.shared = ctx, problem, list(tasks), ledger, shared
-        self.workers, self.deadline, self.seed, self.nodes, self.work = int(workers), deadline, seed, nodes, work
-        self.repeat, self.share = repeat, share
+        self.workers, self.nodes, self.work, self.send_all = int(workers), nodes, work, send_all
         self.stop = ctx.Event()
-        self.counter = ctx.RawValue("q", 0)
-        self.counter_lock = ctx.Lock()
-        self.wants = ctx.RawArray("b", max(1, len(self.tasks)))  # 0 nothing more, 1 more time, 2 a plan to start
-        self.inside = ctx.RawArray("i", max(1, len(self.tasks)))  # workers inside each task now
-        # where each deterministic component last started (NaN: never), one slot per component
-        self._slots = {}
-        for t in self.tasks:
-            self._slots.setdefault(id(t.obj), len(self._slots))
-        self.starts = ctx.RawArray("d", [math.nan] * max(1, len(self._slots)))
-        self.copies = ctx.RawArray("b", [1] * max(1, len(self._slots)))  # copies may still help (_pick_again)
-        self.procs: list = []
-        self.by_wid: dict = {}  # worker id -> (process, conn)
-        self.conns: dict = {}  # conn -> worker id
-        self.running: dict = {}  # worker id -> (task index, name, kind, started, deadline, honours its limits)
-        self.respawned = 0
-        self.outcomes: dict = {}  # task index -> Outcome (last run)
+        self.procs: dict = {}  # worker id -> process
+        self.orders: dict = {}  # worker id -> the parent's end of its order pipe
+        self.conns: dict = {}  # the parent's end of a worker's event pipe -> worker id
+        self.running: dict = {}  # worker id -> (assignment, started)
+        self.ended: list = []  # (assignment, outcome) not yet returned by :meth:`wait`
         self.stopped_at: float | None = None
         self.asked = False  # the parent set the stop flag (else a component did)
 
-    def slot(self, obj) -> int:
-        """The component's slot in :attr:`starts`."""
-        return self._slots[id(obj)]
-
-    def start(self) -> None:
-        for wid in range(self.workers):
-            self._spawn(wid)
-
+    # ------------------------------------------------------------ workers
     def _spawn(self, wid: int) -> None:
         r, w = self.ctx.Pipe(duplex=False)
-        p = self.ctx.Process(target=_worker_main, args=(wid, self, w), name=f"hybrid-remat-worker-{wid}")
+        orders_r, orders_w = self.ctx.Pipe(duplex=False)
+        p = self.ctx.Process(target=_worker_main, args=(wid, self, orders_r, w), name=f"hybrid-remat-worker-{wid}")
         p.start()
         w.close()
-        self.procs.append(p)
+        orders_r.close()
+        self.procs[wid], self.orders[wid] = p, orders_w
         self.conns[r] = wid
-        self.by_wid[wid] = (p, r)
+
+    def idle(self) -> list:
+        """Worker ids free for an assignment (started when first used)."""
+        return [wid for wid in range(self.workers) if wid not in self.running]
+
+    def busy(self) -> bool:
+        return bool(self.running)
+
+    def submit(self, wid: int, a) -> None:
+        """Send assignment ``a`` to worker ``wid`` (after publishing the
+        ledger's incumbent if the workers do not see it yet)."""
+        led = self.ledger
+        if isinstance(self.shared, SharedIncumbent):
+            if led.plan is not None and better(led.value, self.shared.incumbent_value()):
+                self.shared.publish(led.plan, led.value)
+            self.shared.set_bound(led.bound)
+        proc = self.procs.get(wid)
+        if proc is None or not proc.is_alive():
+            self._retire(wid)
+            self._spawn(wid)
+        self.running[wid] = (a, now())
+        try:
+            self.orders[wid].send((a.entry, a.task.note, a.seed, a.deadline, a.share))
+        except (OSError, ValueError):
+            self._lost(wid, "its worker could not be reached")
+
+    def _retire(self, wid: int) -> None:
+        conn = self.orders.pop(wid, None)
+        if conn is not None:
+            try:
+                conn.close()
+            except OSError:
+                pass
+        for c, w in list(self.conns.items()):
+            if w == wid:
+                self._drain(c)
+                self._closed(c)
+        p = self.procs.pop(wid, None)
+        if p is not None and p.is_alive():
+            p.kill()
+        if p is not None:
+            p.join(1.0)
+
+    def _lost(self, wid: int, note: str, status: str = "error") -> None:
+        """Worker ``wid`` ended without finishing its task: report and retire it."""
+        a, t0 = self.running.pop(wid, (None, 0.0))
+        if a is None:
+            return
+        self.ledger.add_report(SourceReport(a.task.name, a.task.kind, status, seconds=now() - t0, note=note,
+                                            worker=wid))
+        self.ended.append((a, Outcome(status, now() - t0)))
 
     def enforce(self) -> None:
-        """(several workers) A task that does not honour its limits and runs
-        past its deadline: kill its worker (its reported plans are kept)
-        and start a fresh one on the next tasks."""
-        if not self.repeat or self.stop.is_set():
+        """A contained assignment past its deadline: kill its worker (its
+        reported plans are kept); the next assignment starts a fresh one."""
+        if self.stop.is_set():
             return
         t = now()
-        for wid, (idx, name, tkind, t0, deadline, honours) in list(self.running.items()):
-            if honours or t <= deadline + GRACE_S:
+        for wid, (a, _) in list(self.running.items()):
+            if not a.contained or t <= a.deadline + GRACE_S:
                 continue
-            proc, conn = self.by_wid[wid]
-            proc.kill()
-            proc.join(1.0)
-            self._drain(conn)
-            self._closed(conn)
-            self.wants[idx] = 0
-            self.inside[idx] = max(0, self.inside[idx] - 1)
-            self.running.pop(wid, None)
-            self.ledger.add_report(SourceReport(name, tkind, "stopped", seconds=t - t0,
-                                                note="killed at its deadline (worker restarted)", worker=wid))
-            if self.deadline - now() > GRACE_S:
-                self.respawned += 1
-                self._spawn(wid)
+            proc = self.procs.get(wid)
+            if proc is not None:
+                proc.kill()
+                proc.join(1.0)
+            self._retire(wid)
+            self._lost(wid, "killed at its deadline (worker restarted)", "stopped")
 
+    # ------------------------------------------------------------ messages
     def _drain(self, conn) -> None:
         while conn in self.conns:
             try:
@@ -394,17 +306,24 @@ class Pool:
             if msg[0] == "exit":
                 self._closed(conn)
 
-    def alive(self) -> bool:
-        return any(p.is_alive() for p in self.procs) or bool(self.conns)
-
-    def poll(self, timeout: float) -> None:
-        """Read what the workers sent (waiting at most ``timeout``)."""
-        if not self.conns:
-            if timeout > 0:
-                mpc.wait([p.sentinel for p in self.procs if p.is_alive()] or [], timeout)
-            return
-        for conn in mpc.wait(list(self.conns), timeout):
-            self._drain(conn)
+    def wait(self, timeout: float) -> list:
+        """Read what the workers sent (waiting at most ``timeout``); kill
+        what overran; the assignments that ended since the last call, as
+        ``(assignment, outcome)``."""
+        if self.conns:
+            for conn in mpc.wait(list(self.conns), timeout):
+                self._drain(conn)
+        elif timeout > 0:
+            threading.Event().wait(timeout)
+        for wid in list(self.running):
+            if wid not in self.conns.values():  # its worker died (its pipe is closed) without a word
+                self._retire(wid)
+                self._lost(wid, "its worker process died")
+        self.enforce()
+        if self.overdue():
+            self.kill()
+        ended, self.ended = self.ended, []
+        return ended
 
     def _closed(self, conn) -> None:
         self.conns.pop(conn, None)
@@ -436,15 +355,12 @@ class Pool:
             led.add_report(msg[1])
         elif kind == "stats":
             led.add_stats(msg[1], msg[2])
-        elif kind == "start":
-            _, _, idx, name, tkind, deadline, honours = msg
-            self.running[wid] = (idx, name, tkind, now(), deadline, honours)
         elif kind == "done":
-            self.running.pop(wid, None)
-            self.outcomes[msg[2]] = msg[3]
-        elif kind == "exit":
-            self.running.pop(wid, None)
+            a, _ = self.running.pop(wid, (None, 0.0))
+            if a is not None:
+                self.ended.append((a, msg[2]))
 
+    # ------------------------------------------------------------ stopping
     def request_stop(self) -> None:
         """Set the stop flag (once); :meth:`overdue` says when to kill."""
         if not self.stop.is_set():
@@ -454,30 +370,30 @@ class Pool:
             self.stopped_at = now()
 
     def overdue(self) -> bool:
-        return self.stopped_at is not None and now() > self.stopped_at + GRACE_S
+        return self.stopped_at is not None and now() > self.stopped_at + GRACE_S and bool(self.running)
 
     def kill(self) -> None:
-        """Kill every worker still running; what they were running is reported as stopped."""
-        for p in self.procs:
-            if p.is_alive():
-                p.kill()
-        for p in self.procs:
-            p.join(1.0)
-        self.poll(0)  # complete messages already in the pipes
-        for wid, (_, name, tkind, t0, _, _) in sorted(self.running.items()):
-            self.ledger.add_report(SourceReport(name, tkind, "stopped", seconds=now() - t0,
-                                                note="killed at its deadline", worker=wid))
-        self.running.clear()
-        for conn in list(self.conns):
-            self._closed(conn)
+        """Kill every worker still running a task; what it ran is reported as stopped."""
+        for wid in sorted(self.running):
+            proc = self.procs.get(wid)
+            if proc is not None and proc.is_alive():
+                proc.kill()
+                proc.join(1.0)
+            self._retire(wid)
+            self._lost(wid, "killed at its deadline", "stopped")
 
     def child_asked_stop(self) -> bool:
         """A component set the stop flag itself (the legacy way to stop a solve)."""
         return self.stop.is_set() and not self.asked
 
-    def finish(self) -> None:
-        for p in self.procs:
-            p.join(0.1)
-            if p.is_alive():
-                p.kill()
-                p.join(1.0)
+    def close(self) -> None:
+        """End every worker (those still running are killed)."""
+        for conn in list(self.orders.values()):
+            try:
+                conn.send(None)
+            except (OSError, ValueError):
+                pass
+        for wid in list(self.procs):
+            p = self.procs[wid]
+            p.join(0.2)
+            self._retire(wid)

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 
 from . import formulations as F
 from . import io as IO
+from . import promises as P
 from . import solvers as S
 from ._base import Runs, SkipCheck, tags_of, who
 
@@ -40,13 +41,14 @@ _BOUND_CHECKS = (S.check_bound_below_valid_plans, S.check_bound_below_brute_forc
 #: the checks of each kind, in the order they run
 CHECKS = {
     "heuristic": (S.check_declares, S.check_accepts_an_instance, S.check_heuristic_plans_are_valid,
-                  S.check_heuristic_plan_at_full_budget, S.check_heuristic_deterministic),
-    "bound": (S.check_declares, S.check_accepts_an_instance) + _BOUND_CHECKS,
+                  S.check_heuristic_plan_at_full_budget, S.check_heuristic_deterministic, P.check_honours_limits),
+    "bound": (S.check_declares, S.check_accepts_an_instance) + _BOUND_CHECKS + (P.check_honours_limits,),
     "improver": (S.check_declares, S.check_accepts_an_instance, S.check_improver_plans_are_valid,
-                 S.check_improver_never_worse),
+                 S.check_improver_never_worse, P.check_honours_limits),
     "formulation": (S.check_declares, S.check_accepts_an_instance, F.check_formulation_results,
                     F.check_formulation_keeps_a_fitting_incumbent, F.check_formulation_deterministic,
-                    F.check_formulation_honours_stop, F.check_formulation_foreign_incumbent),
+                    F.check_formulation_honours_stop, F.check_formulation_foreign_incumbent,
+                    P.check_honours_limits),
     "cost_model": (S.check_declares, IO.check_cost_model_estimates, IO.check_cost_model_unknown_device),
     "loader": (S.check_declares, IO.check_loader_round_trips, IO.check_loader_refuses_broken_files),
 }

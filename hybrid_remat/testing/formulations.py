@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from .. import generators
 from ..errors import HybridRematError
 from ..interfaces import FormulationResult
+from ..limits import Limits
 from ..plan import keep_all_plan, rs_from_plan
 from ..simulate import simulate
 from ._base import FORMULATION_STATUSES, TOL, Runs, call, check_plan, close, select, who
@@ -69,6 +70,13 @@ def _known(formulation, inst: Instance) -> float:
     return simulate(inst.problem, inst.witness).total_time
 
 
+def _one_signature(formulation):
+    """``formulation`` called the portfolio's way (an older one: wrapped, with a warning)."""
+    from ..portfolio.calls import adapt
+
+    return adapt("formulation", formulation)
+
+
 def _solve(formulation, inst: Instance, what: str, *, incumbent, seed: int, time_limit: float,
            node_limit: int | None, stop=None, callbacks: bool = True):
     """``(result, [(plan, source)] reported, [bounds] reported)``."""
@@ -77,9 +85,10 @@ def _solve(formulation, inst: Instance, what: str, *, incumbent, seed: int, time
     if callbacks:
         kw = {"on_incumbent": lambda plan, source=None: plans.append((plan, source)),
               "on_bound": lambda value: bounds.append(float(value))}
-    res = call(formulation, inst.name, what, formulation.solve, inst.problem, incumbent=incumbent,
-               time_limit=time_limit, node_limit=node_limit, seed=seed, threads=1,
-               stop=stop if stop is not None else threading.Event(), **kw)
+    f = _one_signature(formulation)
+    limits = Limits.seconds(time_limit, nodes=node_limit, stop=stop if stop is not None else threading.Event())
+    res = call(formulation, inst.name, what, f.solve, inst.problem, incumbent=incumbent, limits=limits, seed=seed,
+               **kw)
     return res, plans, bounds
 
 
@@ -195,8 +204,8 @@ def check_formulation_foreign_incumbent(formulation, *, instances: Sequence[Inst
     for inst in chosen:
         alien = keep_all_plan(generators.chain(inst.problem.graph.n + 3), inst.problem.primary.name)
         try:
-            res = formulation.solve(inst.problem, incumbent=alien, time_limit=time_limit, node_limit=node_limit,
-                                    seed=seed, threads=1)
+            res = _one_signature(formulation).solve(inst.problem, incumbent=alien, seed=seed,
+                                                    limits=Limits.seconds(time_limit, nodes=node_limit))
         except HybridRematError:
             continue
         except Exception as e:

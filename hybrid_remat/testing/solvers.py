@@ -117,15 +117,13 @@ def check_bound_only_returns_no_plan(heuristic, *, instances: Sequence[Instance]
 
 # ---------------------------------------------------------------------- bounds
 def _as_bound(obj):
-    from ..portfolio.calls import as_bound
+    from ..portfolio.calls import adapt
 
-    return as_bound(obj)
+    return adapt("bound" if callable(getattr(obj, "bound", None)) else "heuristic", obj)
 
 
 def _bound_call(b, inst):
-    from ..portfolio.calls import call_bound
-
-    return call(b, inst.name, "bound", call_bound, b, inst.problem, limits=Limits.seconds(_BOUND_SECONDS))
+    return call(b, inst.name, "bound", b.bound, inst.problem, limits=Limits.seconds(_BOUND_SECONDS))
 
 
 def _bound_runs(bound, instances, runs) -> list:
@@ -187,8 +185,9 @@ def check_bound_deterministic(bound, *, instances: Sequence[Instance] | None = N
 # -------------------------------------------------------------------- improvers
 def _improver_runs(improver, instances, seed, moves, runs) -> list:
     """``[(instance, reported plans, returned plan)]`` from each witness."""
-    from ..portfolio.calls import call_improver
+    from ..portfolio.calls import adapt
 
+    improver = adapt("improver", improver)
     runs = runs if runs is not None else Runs()
     chosen, _ = select(improver, instances, runs)
 
@@ -196,7 +195,7 @@ def _improver_runs(improver, instances, seed, moves, runs) -> list:
         out = []
         for inst in chosen:
             seen: list = []
-            plan = call(improver, inst.name, "improve", call_improver, improver, inst.problem, inst.witness,
+            plan = call(improver, inst.name, "improve", improver.improve, inst.problem, inst.witness,
                         seed=seed, limits=Limits.seconds(_IMPROVER_SECONDS, nodes=moves),
                         on_incumbent=lambda p, s=None, _seen=seen: _seen.append(p))
             out.append((inst, seen, plan))
