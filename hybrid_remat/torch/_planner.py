@@ -440,6 +440,16 @@ def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: b
         raise HybridRematError(f"mechanism must be 'auto', 'regions' or 'ops', not {mechanism!r}")
     nbytes = budget_bytes(budget, graph)
     problem = _problem(graph, nbytes, overheads)
+    if nbytes >= keep_all_peak(graph):  # nothing to drop: the plain step, at no runtime cost
+        import dataclasses
+
+        st = _Structure(graph)
+        c = _Evaluator(problem, overheads)(np.ones(st.n_fwd, dtype=bool), "keep_all")
+        c = dataclasses.replace(c, family="plain step (budget at or above keep-all)", mechanism="regions",
+                                regions=(), overhead_s=0.0)
+        tp = _to_plan(graph, problem, c, [_row(c, nbytes)], overheads)
+        tp.alternatives = []
+        return tp
     t_end = time.perf_counter() + max(float(time_limit), 0.0)
     found, tried, lows = [], [], []
     if mechanism in ("auto", "regions") and "calls" in graph.meta["torch"]:

@@ -11,6 +11,7 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from ..errors import BudgetError, HybridRematError
 from ._calibrate import Overheads
@@ -18,6 +19,7 @@ from ._calibrate import calibrate as measure_overheads
 from ._planner import _problem, executable_plan, plan_graph
 from ._regions import Region
 from ._result import TorchPlan, budget_bytes, model_forward_end, ops_digest
+from ._runtime import TorchPlanWarning
 from ._trace import (
     as_inputs,
     as_kwargs,
@@ -109,6 +111,10 @@ def plan(
         device than the model.
     """
     loss_fn = require_loss(loss_fn, "plan()")
+    if isinstance(model, torch.nn.Module) and not model.training:
+        warnings.warn("hybrid_remat.torch.plan: the model is in eval mode; the step is traced and planned as it runs "
+                      "now (no dropout, batch norms on running statistics). Call model.train() first to plan the "
+                      "training step", TorchPlanWarning, stacklevel=2)
     inputs = as_inputs(example_inputs)
     kwargs = as_kwargs(example_kwargs)
     device = check_devices(model, inputs, kwargs)
@@ -133,7 +139,7 @@ def plan(
         hint = max(low.predicted_peak_bytes, m["live_peak_bytes"])
         raise BudgetError(f"{str(e).rsplit('; budget=', 1)[0]}; measured, it holds {m['live_peak_bytes']} B; "
                           f"budget={hint} plans") from None
-    if verify:
+    if verify and not (tp.mechanism == "regions" and not tp.regions):  # the plain step needs no verification
         tp = _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, use_solvers, mechanism, oh,
                        verify_steps)
     tp.loss_fn = loss_fn

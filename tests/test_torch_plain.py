@@ -1,0 +1,53 @@
+"""PyTorch frontend: budgets at or above keep-all run the plain step, plan()
+warns in eval mode, ``repr`` and ``summary()`` agree on what was dropped."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import hybrid_remat.torch as hrt  # noqa: E402
+
+pytestmark = pytest.mark.torch
+torch.set_num_threads(1)
+
+
+def _mlp():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 1))
+    return model, torch.randn(32, 16)
+
+
+@pytest.mark.parametrize("budget", [1.0, "100%"])
+def test_a_budget_at_or_above_keep_all_runs_the_plain_step(budget):
+    model, x = _mlp()
+    tp = hrt.plan(model, x, hrt.default_loss, budget=budget, time_limit=1, repeats=1)
+    assert tp.mechanism == "regions" and tp.regions == () and tp.overhead_s == 0.0
+    assert tp.predicted_peak_bytes == tp.keep_all_peak_bytes <= tp.budget_bytes
+    assert "plain step" in repr(tp) and tp.overhead_pct == pytest.approx(0.0, abs=1e-9)
+    step = hrt.apply(model, tp)
+    assert step.runner is not None and step.runner.targets == []  # nothing patched: the plain step
+    loss = step(x)
+    assert torch.isfinite(loss)
+
+
+def test_plan_warns_in_eval_mode():
+    model, x = _mlp()
+    model.eval()
+    with pytest.warns(hrt.TorchPlanWarning, match="eval mode"):
+        hrt.plan(model, x, hrt.default_loss, budget=1.0, time_limit=1, repeats=1)
+
+
+@pytest.mark.parametrize("mechanism", ["ops", "regions"])
+def test_repr_and_summary_agree_on_what_was_dropped(mechanism):
+    from test_torch_frontend import _gpt
+
+    model, x, loss_fn = _gpt()
+    tp = hrt.plan(model, x, loss_fn, budget=0.7, mechanism=mechanism, time_limit=1, repeats=1,
+                  calibrate=False, verify=False)
+    n = int(re.search(r"(\d+) forward outputs dropped", repr(tp)).group(1))
+    assert n == len(tp.summary()["dropped"]) == len(tp.dropped_saved) > 0
