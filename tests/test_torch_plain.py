@@ -51,3 +51,17 @@ def test_repr_and_summary_agree_on_what_was_dropped(mechanism):
                   calibrate=False, verify=False)
     n = int(re.search(r"(\d+) forward outputs dropped", repr(tp)).group(1))
     assert n == len(tp.summary()["dropped"]) == len(tp.dropped_saved) > 0
+
+
+def test_a_budget_error_names_the_same_budget_on_a_rerun_and_it_plans():
+    from hybrid_remat.errors import BudgetError
+
+    model, x = _mlp()
+    hints = []
+    for _ in range(2):
+        with pytest.raises(BudgetError, match="plans") as info:
+            hrt.plan(model, x, hrt.default_loss, budget=0.05, time_limit=1, repeats=1)
+        hints.append(int(re.search(r"budget=(\d+) plans", str(info.value)).group(1)))
+    assert hints[0] == hints[1]
+    tp = hrt.plan(model, x, hrt.default_loss, budget=hints[0], time_limit=1, repeats=1)
+    assert tp.predicted_peak_bytes <= hints[0]
