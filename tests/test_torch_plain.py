@@ -65,3 +65,34 @@ def test_a_budget_error_names_the_same_budget_on_a_rerun_and_it_plans():
     assert hints[0] == hints[1]
     tp = hrt.plan(model, x, hrt.default_loss, budget=hints[0], time_limit=1, repeats=1)
     assert tp.predicted_peak_bytes <= hints[0]
+
+
+def test_verification_keeps_the_predicted_plan_within_the_measured_spread(monkeypatch):
+    """The choice between candidates moves only when another is faster by
+    more than the timing noise: the floor (5 % on a CPU) or the spread of
+    the per-round ratios measured, whichever is larger."""
+    import types
+
+    from test_torch_frontend import _resnet
+
+    from hybrid_remat.torch import _verify
+
+    model, x, loss_fn = _resnet()
+    g = hrt.trace(model, x, loss_fn, repeats=1, timed_steps=0)
+
+    def fresh():
+        return hrt.plan(model, x, loss_fn, budget=0.7, graph=g, mechanism="regions", time_limit=2,
+                        calibrate=False, verify=False)
+
+    first = fresh()
+    assert first.alternatives
+    for spread, moved in ((0.0, True), (0.12, False)):
+        def measured(model, inputs, kwargs, loss_fn, device, plans, steps, spread=spread):
+            return [{"live_peak_bytes": p.predicted_peak_bytes, "plain_step_s": 1.0, "step_s": 1.0,
+                     "ratio": 1.3 if i == 0 else 1.2, "spread": spread} for i, p in enumerate(plans)]
+
+        monkeypatch.setattr(_verify, "measure_candidates", measured)
+        cand = fresh()
+        got = _verify._verified(model, (x,), {}, loss_fn, types.SimpleNamespace(type="cpu"), cand,
+                                cand.budget_bytes, 2, False, "regions", cand.overheads, 5)
+        assert (got.family != cand.family) is moved, spread

@@ -49,7 +49,7 @@ def plan(
     mechanism: str = "auto",
     calibrate: bool = True,
     verify: bool = True,
-    verify_steps: int = 3,
+    verify_steps: int = 5,
 ) -> TorchPlan:
     """Trace one training step of ``model`` and plan it under ``budget``.
 
@@ -156,9 +156,11 @@ def _per_node_only(g) -> Overheads:
 def measure_candidates(model, inputs, kwargs, loss_fn, device, plans, steps: int) -> list[dict]:
     """Per plan: live peak (:class:`~hybrid_remat.torch.LiveBytes`: the
     storages ATen calls allocate, parameter gradients left out -- the
-    quantity of the traced graph's peak) and fastest of ``steps`` step
-    times, the plans and a plain step run in turn; ``model``'s state is
-    restored by the caller."""
+    quantity of the traced graph's peak) and ``steps`` step times, the
+    plans and a plain step run in turn: median step time, the median of the
+    per-round ratios to the plain step (``ratio``) and their relative
+    interquartile range (``spread``); ``model``'s state is restored by the
+    caller."""
     from ._measure import measure_step
     from ._runtime import TorchPlanWarning
     from ._step import PlannedStep
@@ -176,9 +178,15 @@ def measure_candidates(model, inputs, kwargs, loss_fn, device, plans, steps: int
             out.append({"live_peak_bytes": int(r["live_peak_bytes"])})
             runs.append(lambda step=step: step(*inputs, **kwargs))
         times = interleaved_times(model, device, [lambda: run_step(model, inputs, loss_fn, kwargs), *runs], steps)
+    plain = times[0]
     for d, ts in zip(out, times[1:], strict=True):
-        d["step_s"] = float(min(ts))
-        d["plain_step_s"] = float(min(times[0]))
+        ratios = sorted(t / p for t, p in zip(ts, plain, strict=True))  # per round: load spikes hit both
+        d["step_s"] = float(np.median(ts))
+        d["plain_step_s"] = float(np.median(plain))
+        d["step_times_s"] = [float(t) for t in ts]
+        d["ratio"] = float(np.median(ratios))
+        # relative spread of the per-round ratios (interquartile range over the median)
+        d["spread"] = float((np.percentile(ratios, 75) - np.percentile(ratios, 25)) / max(d["ratio"], 1e-12))
     return out
 
 
@@ -193,10 +201,13 @@ def _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, us
                 c.measured = m
             fitting = [c for c in cands if c.measured["live_peak_bytes"] <= nbytes]
             if fitting:
-                best = min(fitting, key=lambda c: c.measured["step_s"])
-                noise = 1.01 if device.type == "cuda" else 1.05  # GPU step times are steadier than a shared CPU's
-                if cands[0] in fitting and cands[0].measured["step_s"] <= noise * best.measured["step_s"]:
-                    best = cands[0]  # within timing noise: the predicted-fastest stays
+                best = min(fitting, key=lambda c: c.measured.get("ratio", c.measured["step_s"]))
+                floor = 0.01 if device.type == "cuda" else 0.05  # GPU step times are steadier than a shared CPU's
+                # within timing noise (the floor or the measured spread of either): the predicted-fastest stays
+                noise = 1.0 + max(floor, cands[0].measured.get("spread", 0.0), best.measured.get("spread", 0.0))
+                key = "ratio" if "ratio" in best.measured else "step_s"
+                if cands[0] in fitting and cands[0].measured[key] <= noise * best.measured[key]:
+                    best = cands[0]
                 best.alternatives = [c for c in cands if c is not best]
                 return _at_budget(best, nbytes) if target != nbytes else best
             # the runtime held more than simulated: tighten by the worst excess and search again
