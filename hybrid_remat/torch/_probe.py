@@ -28,12 +28,28 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-__all__ = ["replay_mismatches", "CACHE_KWARGS", "without_cache", "cache_positions"]
+__all__ = ["replay_mismatches", "CACHE_KWARGS", "without_cache", "cache_positions", "training_kwargs"]
 
 #: Keyword arguments through which Hugging Face layers receive (and update) a
 #: key/value cache; a checkpointed call gets ``None`` / ``False`` instead, as
 #: transformers' own gradient checkpointing does (a training step reads no cache).
 CACHE_KWARGS = ("past_key_values", "past_key_value", "layer_past", "cache")
+
+
+def training_kwargs(model, kwargs: dict) -> dict:
+    """``kwargs`` with ``use_cache=False`` for a model in training whose
+    forward takes ``use_cache`` (Hugging Face) and was not given it: a
+    training step's loss reads no key/value cache, and building one costs
+    time and memory (transformers' own checkpointing switches it off too)."""
+    import inspect
+
+    if not getattr(model, "training", False) or "use_cache" in kwargs:
+        return kwargs
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return kwargs
+    return {**kwargs, "use_cache": False} if "use_cache" in params else kwargs
 
 
 def cache_positions(fn) -> tuple:

@@ -472,7 +472,9 @@ def trace(
         raise HybridRematError(f"costs must be 'measure' or 'flops', not {costs!r}")
     loss_fn = require_loss(loss_fn, "trace()")
     inputs = as_inputs(example_inputs)
-    kwargs = as_kwargs(example_kwargs)
+    from ._probe import training_kwargs
+
+    kwargs = training_kwargs(model, as_kwargs(example_kwargs))
     device = check_devices(model, inputs, kwargs)
     kind = cost_kind_for(device)
     calls: list = []

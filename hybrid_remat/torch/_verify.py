@@ -116,7 +116,9 @@ def plan(
                       "now (no dropout, batch norms on running statistics). Call model.train() first to plan the "
                       "training step", TorchPlanWarning, stacklevel=2)
     inputs = as_inputs(example_inputs)
-    kwargs = as_kwargs(example_kwargs)
+    from ._probe import training_kwargs
+
+    kwargs = training_kwargs(model, as_kwargs(example_kwargs))
     device = check_devices(model, inputs, kwargs)
     g = graph if graph is not None else trace(
         model, inputs, loss_fn, example_kwargs=kwargs, costs=costs, repeats=repeats, cost_model=cost_model, name=name
