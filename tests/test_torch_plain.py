@@ -96,3 +96,24 @@ def test_verification_keeps_the_predicted_plan_within_the_measured_spread(monkey
         got = _verify._verified(model, (x,), {}, loss_fn, types.SimpleNamespace(type="cpu"), cand,
                                 cand.budget_bytes, 2, False, "regions", cand.overheads, 5)
         assert (got.family != cand.family) is moved, spread
+
+
+def test_torch_plan_cli_plans_with_the_threads_it_says(tmp_path, capsys):
+    """``torch-plan`` predicts the overhead of a step run with the same number
+    of torch threads; it says how many (``--threads`` sets them)."""
+    from test_torch_frontend import FACTORY, _cli_args
+
+    from hybrid_remat.errors import HybridRematError
+
+    mod = tmp_path / "factory_mod.py"
+    mod.write_text(FACTORY)
+    before = torch.get_num_threads()
+    try:
+        cli, args = _cli_args(f"{mod}:make", tmp_path / "plan.json", "--threads", "1")
+        assert cli.run(args) == 0
+        assert "with 1 torch thread(s)" in capsys.readouterr().out
+        cli, args = _cli_args(f"{mod}:make", tmp_path / "plan2.json", "--threads", "0")
+        with pytest.raises(HybridRematError, match="--threads"):
+            cli.run(args)
+    finally:
+        torch.set_num_threads(before)
