@@ -108,11 +108,16 @@ class _OpLog(TorchDispatchMode):
         return out
 
 
-def _checksum(func, t: torch.Tensor) -> float:
+def _checksum(func, t: torch.Tensor):
+    """The sum of ``t`` (a 0-dim tensor on its device: no sync per op; read after the step)."""
     if t.is_complex() or t.is_meta or t.numel() == 0 or "empty" in func.__name__:  # empty*: no values yet
         return 0.0
     with torch.no_grad():
-        return float(t.detach().double().sum())
+        return t.detach().double().sum()
+
+
+def _floats(log: list) -> list:
+    return [(name, shapes, tuple(float(x) for x in sums)) for name, shapes, sums in log]
 
 
 def _same(a, b) -> bool:
@@ -233,4 +238,4 @@ def _probe_step(model, inputs, loss_fn, kwargs, paths, checkpoint) -> list:
                 del mod.forward
         for prm in model.parameters():
             prm.grad = None
-    return records
+    return [(path, _floats(fwd), _floats(rec)) for path, fwd, rec in records]
