@@ -242,12 +242,15 @@ class CompileSolver(CustomKnapsackSolver):
             "n_random_kept": len(fixed), "program": program,
         }
         lowest = min(evaluate(r)[0] for r in cache)
-        no_choice = over and lowest >= base[0]
-        if over and no_choice:
-            # no answer changes this graph's peak (a leftover graph with nothing to recompute): it spends its
-            # bytes from the program's budget; later graphs get what is left
+        no_choice = over and lowest >= base[0] and peak <= program["target_bytes"]
+        if no_choice:
+            # no answer changes this graph's peak (a leftover graph with nothing to recompute) and it fits the
+            # program's budget on its own: it spends its bytes from the program; later graphs get what is left
             report["no_choice"] = True
             over = False
+            warnings.warn(f"hybrid_remat CompileSolver: a compiled graph ({g.n} nodes) peaks at {int(peak)} B whatever "
+                          f"is recomputed, over the {nbytes} B the program has left; counted against the program's "
+                          f"budget of {program['target_bytes']} B", RuntimeWarning, stacklevel=3)
         if not over:
             held, held_all = self._held_bytes(jg, joint_graph, node_info, best, items, options)
             self._held += held
