@@ -124,8 +124,13 @@ def _live_peak(case, step=None) -> int:
 
 
 def _timed(fn) -> float:
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.synchronize()
     t0 = time.perf_counter()
     fn()
+    if cuda:
+        torch.cuda.synchronize()
     return time.perf_counter() - t0
 
 
