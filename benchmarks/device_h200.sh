@@ -20,6 +20,9 @@ else TG_S=${TORCH_GPU_S:-280}; TG_MAX=${TORCH_GPU_MAX:-220}; fi
   timeout 60 python3 -m benchmarks.torch_checkpoint_call --device cuda --out "$OUT" 2>&1 | tail -4
 [ "${SKIP_TORCH:-0}" = 1 ] || \
   timeout "$TG_S" python3 -m benchmarks.torch_gpu --out "$OUT" --max-seconds "$TG_MAX" 2>&1 | tee "$OUT/torch_gpu.log"
+# the zoo (transformers / timm models against their own checkpointing) when asked: ZOO=1 (needs both packages)
+[ "${ZOO:-0}" = 1 ] && \
+  timeout "${ZOO_S:-300}" python3 -m benchmarks.torch_zoo --device cuda --rounds 11 --out "$OUT" 2>&1 | tee "$OUT/torch_zoo.log"
 [ "${SKIP_WORKERS:-0}" = 1 ] || \
   timeout "${WORKERS_S:-200}" python3 -m benchmarks.workers --workers 1,4,16 --limit 10 --out workers_h200 2>&1 | tee "$OUT/workers_h200.log"
 cp benchmarks/results/workers_h200.* "$OUT/" 2>/dev/null

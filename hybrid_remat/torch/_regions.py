@@ -135,6 +135,9 @@ class RegionModel:
 
     # ------------------------------------------------------------ validity
     def _why_not(self, path: str) -> str | None:
+        mismatch = (self.g.meta["torch"].get("replay_mismatch") or {}).get(path)
+        if mismatch:
+            return mismatch
         for i in self.calls_of[path]:
             _, first, end, _ = self.calls[i]
             if end <= first:
@@ -387,12 +390,16 @@ class RegionRunner:
     def _wrap(mod, save, norms, buffers):
         from torch.utils.checkpoint import checkpoint
 
+        from ._probe import cache_positions, without_cache
+
         inner = mod.forward
         context_fn = functools.partial(_contexts, save, norms, buffers)
+        cache_at = cache_positions(inner)
 
         def forward(*args, **kwargs):
             if not torch.is_grad_enabled():
                 return inner(*args, **kwargs)
+            args, kwargs = without_cache(args, kwargs, cache_at)
             return checkpoint(inner, *args, use_reentrant=False, context_fn=context_fn, **kwargs)
 
         return forward

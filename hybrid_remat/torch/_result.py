@@ -111,9 +111,15 @@ class TorchPlan:
         """Predicted step time over the keep-all (plain) step, in percent."""
         return 100.0 * (self.predicted_step_s / self.keep_all_time_s - 1.0) if self.keep_all_time_s > 0 else 0.0
 
+    @property
+    def dropped_saved(self) -> list[int]:
+        """Dropped forward nodes that hold bytes (what ``repr`` counts and
+        ``summary()["dropped"]`` names)."""
+        return [int(v) for v in self.dropped if self.graph.bytes[v] > 0]
+
     def summary(self) -> dict:
         tm = self.graph.meta["torch"]
-        dropped_saved = [int(v) for v in self.dropped if self.graph.bytes[v] > 0]
+        dropped_saved = self.dropped_saved
         return {
             "budget_bytes": self.budget_bytes,
             "predicted_peak_bytes": self.predicted_peak_bytes,
@@ -148,8 +154,10 @@ class TorchPlan:
         write_plan(path, self.plan, self.problem, self.summary(), overwrite=overwrite)
 
     def __repr__(self) -> str:
-        how = (f"checkpoint {len(self.regions)} module(s)" if self.mechanism == "regions"
-               else f"{len(self.dropped)} forward outputs dropped")
+        n = len(self.dropped_saved)
+        how = f"{n} forward outputs dropped" if n or self.mechanism != "regions" else "the plain step"
+        if self.mechanism == "regions" and self.regions:
+            how = f"checkpoint {len(self.regions)} module(s), {how}"
         return (
             f"TorchPlan({self.graph.name!r}, budget={format_bytes(self.budget_bytes)}, "
             f"predicted peak={format_bytes(self.predicted_peak_bytes)} "

@@ -160,9 +160,14 @@ class PlannedStep:
 
     def __call__(self, *inputs, loss_fn: Callable | None = None, **kwargs) -> torch.Tensor:
         """Forward (``model(*inputs, **kwargs)``), loss and backward
-        (gradients accumulate in ``.grad``); returns the detached loss."""
+        (gradients accumulate in ``.grad``); returns the detached loss.  A
+        forward that takes ``use_cache`` (Hugging Face) gets ``use_cache=False``
+        unless given it, as in :func:`~hybrid_remat.torch.plan`."""
         inputs = as_inputs(inputs if len(inputs) != 1 else inputs[0])
         lf = require_loss(loss_fn or self.loss_fn, "the planned step (apply(model, tplan, loss_fn) or step(x, loss_fn=))")
+        from ._probe import training_kwargs
+
+        kwargs = training_kwargs(self.model, kwargs)
         try:
             with self.forward():
                 loss = lf(self.model(*inputs, **kwargs))

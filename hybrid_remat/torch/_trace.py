@@ -392,6 +392,7 @@ def trace(
     count_param_grads: bool = False,
     name: str | None = None,
     cost_model: Any = None,
+    probe_regions: bool = True,
 ) -> Graph:
     """Record one training step of ``model`` as a remat graph.
 
@@ -427,6 +428,12 @@ def trace(
         the graph's peak is the activation memory a plan can change -- the
         quantity :class:`~hybrid_remat.torch.LiveBytes` measures.  Their
         total is ``meta["torch"]["param_grad_bytes"]``.
+    probe_regions : bool
+        Run a few checkpointed steps (one per depth of the module tree) to
+        find the modules whose replay differs from their forward (a forward
+        that reads state it changes, such as a key/value cache):
+        ``meta["torch"]["replay_mismatch"]`` (``{path: reason}``); the
+        region search never checkpoints them.
 
     Returns
     -------
@@ -465,7 +472,9 @@ def trace(
         raise HybridRematError(f"costs must be 'measure' or 'flops', not {costs!r}")
     loss_fn = require_loss(loss_fn, "trace()")
     inputs = as_inputs(example_inputs)
-    kwargs = as_kwargs(example_kwargs)
+    from ._probe import training_kwargs
+
+    kwargs = training_kwargs(model, as_kwargs(example_kwargs))
     device = check_devices(model, inputs, kwargs)
     kind = cost_kind_for(device)
     calls: list = []
@@ -553,6 +562,14 @@ def trace(
         nbytes, sorted(mode.edges), {kind: mode.times}, name=name or type(model).__name__, names=names,
         phase=phase, flops=np.where(np.isnan(flops), np.nan, flops), required=sorted(set(required)), meta=meta,
     )
+    if probe_regions:  # modules whose checkpoint replay differs from their forward are never offered
+        from ._probe import replay_mismatches
+        from ._region_search import checkpoint_pools
+        from ._regions import RegionModel
+
+        with preserved_state(model):
+            g.meta["torch"]["replay_mismatch"] = replay_mismatches(
+                model, inputs, loss_fn, kwargs, checkpoint_pools(RegionModel(g)).values())
     if costs == "flops":
         from ..cost_models import apply_cost_model
         from .cost_model import resolve_cost_model

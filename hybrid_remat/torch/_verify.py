@@ -11,6 +11,7 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from ..errors import BudgetError, HybridRematError
 from ._calibrate import Overheads
@@ -18,6 +19,7 @@ from ._calibrate import calibrate as measure_overheads
 from ._planner import _problem, executable_plan, plan_graph
 from ._regions import Region
 from ._result import TorchPlan, budget_bytes, model_forward_end, ops_digest
+from ._runtime import TorchPlanWarning
 from ._trace import (
     as_inputs,
     as_kwargs,
@@ -47,7 +49,7 @@ def plan(
     mechanism: str = "auto",
     calibrate: bool = True,
     verify: bool = True,
-    verify_steps: int = 3,
+    verify_steps: int = 5,
 ) -> TorchPlan:
     """Trace one training step of ``model`` and plan it under ``budget``.
 
@@ -109,8 +111,14 @@ def plan(
         device than the model.
     """
     loss_fn = require_loss(loss_fn, "plan()")
+    if isinstance(model, torch.nn.Module) and not model.training:
+        warnings.warn("hybrid_remat.torch.plan: the model is in eval mode; the step is traced and planned as it runs "
+                      "now (no dropout, batch norms on running statistics). Call model.train() first to plan the "
+                      "training step", TorchPlanWarning, stacklevel=2)
     inputs = as_inputs(example_inputs)
-    kwargs = as_kwargs(example_kwargs)
+    from ._probe import training_kwargs
+
+    kwargs = training_kwargs(model, as_kwargs(example_kwargs))
     device = check_devices(model, inputs, kwargs)
     g = graph if graph is not None else trace(
         model, inputs, loss_fn, example_kwargs=kwargs, costs=costs, repeats=repeats, cost_model=cost_model, name=name
@@ -133,7 +141,7 @@ def plan(
         hint = max(low.predicted_peak_bytes, m["live_peak_bytes"])
         raise BudgetError(f"{str(e).rsplit('; budget=', 1)[0]}; measured, it holds {m['live_peak_bytes']} B; "
                           f"budget={hint} plans") from None
-    if verify:
+    if verify and not (tp.mechanism == "regions" and not tp.regions):  # the plain step needs no verification
         tp = _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, use_solvers, mechanism, oh,
                        verify_steps)
     tp.loss_fn = loss_fn
@@ -150,9 +158,11 @@ def _per_node_only(g) -> Overheads:
 def measure_candidates(model, inputs, kwargs, loss_fn, device, plans, steps: int) -> list[dict]:
     """Per plan: live peak (:class:`~hybrid_remat.torch.LiveBytes`: the
     storages ATen calls allocate, parameter gradients left out -- the
-    quantity of the traced graph's peak) and fastest of ``steps`` step
-    times, the plans and a plain step run in turn; ``model``'s state is
-    restored by the caller."""
+    quantity of the traced graph's peak) and ``steps`` step times, the
+    plans and a plain step run in turn: median step time, the median of the
+    per-round ratios to the plain step (``ratio``) and their relative
+    interquartile range (``spread``); ``model``'s state is restored by the
+    caller."""
     from ._measure import measure_step
     from ._runtime import TorchPlanWarning
     from ._step import PlannedStep
@@ -170,9 +180,15 @@ def measure_candidates(model, inputs, kwargs, loss_fn, device, plans, steps: int
             out.append({"live_peak_bytes": int(r["live_peak_bytes"])})
             runs.append(lambda step=step: step(*inputs, **kwargs))
         times = interleaved_times(model, device, [lambda: run_step(model, inputs, loss_fn, kwargs), *runs], steps)
+    plain = times[0]
     for d, ts in zip(out, times[1:], strict=True):
-        d["step_s"] = float(min(ts))
-        d["plain_step_s"] = float(min(times[0]))
+        ratios = sorted(t / p for t, p in zip(ts, plain, strict=True))  # per round: load spikes hit both
+        d["step_s"] = float(np.median(ts))
+        d["plain_step_s"] = float(np.median(plain))
+        d["step_times_s"] = [float(t) for t in ts]
+        d["ratio"] = float(np.median(ratios))
+        # relative spread of the per-round ratios (interquartile range over the median)
+        d["spread"] = float((np.percentile(ratios, 75) - np.percentile(ratios, 25)) / max(d["ratio"], 1e-12))
     return out
 
 
@@ -187,10 +203,13 @@ def _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, us
                 c.measured = m
             fitting = [c for c in cands if c.measured["live_peak_bytes"] <= nbytes]
             if fitting:
-                best = min(fitting, key=lambda c: c.measured["step_s"])
-                noise = 1.01 if device.type == "cuda" else 1.05  # GPU step times are steadier than a shared CPU's
-                if cands[0] in fitting and cands[0].measured["step_s"] <= noise * best.measured["step_s"]:
-                    best = cands[0]  # within timing noise: the predicted-fastest stays
+                best = min(fitting, key=lambda c: c.measured.get("ratio", c.measured["step_s"]))
+                floor = 0.01 if device.type == "cuda" else 0.05  # GPU step times are steadier than a shared CPU's
+                # within timing noise (the floor or the measured spread of either): the predicted-fastest stays
+                noise = 1.0 + max(floor, cands[0].measured.get("spread", 0.0), best.measured.get("spread", 0.0))
+                key = "ratio" if "ratio" in best.measured else "step_s"
+                if cands[0] in fitting and cands[0].measured[key] <= noise * best.measured[key]:
+                    best = cands[0]
                 best.alternatives = [c for c in cands if c is not best]
                 return _at_budget(best, nbytes) if target != nbytes else best
             # the runtime held more than simulated: tighten by the worst excess and search again

@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--costs", choices=("measure", "flops"), default="measure", help="op times: measured or FLOPs")
     parser.add_argument("--repeats", type=int, default=3, help="timed re-runs per op (default 3)")
     parser.add_argument("--seed", type=int, default=0, help="seed for the model and inputs")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads while tracing and timing (default: torch's own); the predicted "
+                             "overhead holds for steps run with the same number")
     parser.add_argument("-o", "--out", required=True, help="plan JSON to write (remat-plan/1)")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
 
@@ -138,6 +141,11 @@ def run(args) -> int:
         raise HybridRematError(f"bad --device {args.device!r}: {e}") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise HybridRematError("--device cuda: this torch has no CUDA device")
+    threads = getattr(args, "threads", None)
+    if threads is not None:
+        if threads < 1:
+            raise HybridRematError(f"--threads must be at least 1, not {threads}")
+        torch.set_num_threads(threads)
     torch.manual_seed(args.seed)
     try:
         model = factory()
@@ -162,7 +170,8 @@ def run(args) -> int:
            else f"{len(s['dropped'])} outputs dropped (op replay)")
     print(
         f"{args.out}: {tp.graph.n} nodes, budget {s['budget_bytes']} B, predicted peak {s['predicted_peak_bytes']} B "
-        f"(keep-all {s['keep_all_peak_bytes']} B), +{s['overhead_pct']:.1f}% time, {how}; loss: mean of squared "
+        f"(keep-all {s['keep_all_peak_bytes']} B), +{s['overhead_pct']:.1f}% time with {torch.get_num_threads()} torch "
+        f"thread(s), {how}; loss: mean of squared "
         f"outputs (stand-in); apply with hybrid_remat.torch.load(model, {args.out!r}, loss_fn)"
     )
     return 0

@@ -105,6 +105,14 @@ class CompileSolver(CustomKnapsackSolver):
         self.use_solvers = bool(use_solvers)
         self.over_budget = over_budget
         self.reports: list[dict] = []
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new program: forget the bytes earlier graphs hold
+        (:meth:`patch` does it on entry)."""
+        self._held = 0  # bytes the program's earlier graphs hold for their backward (their partitions)
+        self._held_all = 0  # the same, had they saved everything
+        self._program_kap = 0  # the program's keep-all peak so far
 
     def uuid(self):
         return get_hash_for_files(_SOURCES, f"{self.budget!r}|{self.time_limit}|{self.use_solvers}|{self.over_budget}")
@@ -128,6 +136,7 @@ class CompileSolver(CustomKnapsackSolver):
         inside it: compilation happens at the first call)."""
         from torch._functorch import config
 
+        self.reset()
         with config.patch(activation_memory_budget_solver=self, activation_memory_budget=ASK_ALWAYS):
             yield self
 
@@ -156,7 +165,7 @@ class CompileSolver(CustomKnapsackSolver):
         jg = joint_to_graph(joint_graph, node_info)
         g = jg.graph
         kind = g.cost_kinds[0]
-        nbytes = budget_bytes(self.budget, g)
+        nbytes, program = self._allowance(g, jg)
         problem = Problem(g, [Device(kind, kind, nbytes)], check=False)
         options = MinCutOptions(False, False, False, False, config.ban_recompute_reductions)
         cache: dict = {}
@@ -174,11 +183,14 @@ class CompileSolver(CustomKnapsackSolver):
             return evaluate(r)[0] <= nbytes
 
         owner = [jg.owner.get(b) for b in items]
+        # random ops are recomputed only where their RNG state is replayed (else other dropout masks in backward)
+        fixed = frozenset() if _rng_replayed(kind) else frozenset(i for i, b in enumerate(items) if is_rng_node(b))
+        movable = [i for i in range(len(items)) if i not in fixed]
         cost = np.asarray(problem.cost_matrix[0])
         size = np.array([g.bytes[o] if o is not None else 0 for o in owner], dtype=np.float64)
         rc = np.array([cost[o] if o is not None else 0.0 for o in owner])
-        order = sorted(range(len(items)), key=lambda i: -size[i] / (rc[i] + 1e-12))
-        cands = {"none": frozenset(), "all": frozenset(range(len(items)))}
+        order = sorted(movable, key=lambda i: -size[i] / (rc[i] + 1e-12))
+        cands = {"none": frozenset(), "all": frozenset(movable)}
         # shortest prefix of the order that fits
         lo, hi, best_k = 1, len(order), None
         while lo <= hi and time.perf_counter() < t_end:
@@ -197,8 +209,8 @@ class CompileSolver(CustomKnapsackSolver):
             for c in fitting or sorted(ev.seen.values(), key=lambda c: c.peak)[:4]:
                 if time.perf_counter() > t_end:
                     break
-                cands[f"keep-set:{c.family}"] = frozenset(i for i, o in enumerate(owner)
-                                                          if o is not None and o < jg.n_forward and not c.keep[o])
+                cands[f"keep-set:{c.family}"] = frozenset(i for i, o in enumerate(owner) if i not in fixed
+                                                          and o is not None and o < jg.n_forward and not c.keep[o])
         if best_k is None and time.perf_counter() < t_end:
             # nothing fits: look for the lowest peak (prefixes of the order, the search's lowest keep sets)
             for k in sorted({int(round(f * len(order))) for f in np.linspace(0.0, 1.0, 17)} - {0, len(order)}):
@@ -227,7 +239,23 @@ class CompileSolver(CustomKnapsackSolver):
             "budget_bytes": nbytes, "keep_all_peak_bytes": keep_all_peak(g), "predicted_peak_bytes": int(peak),
             "predicted_time_s": t, "save_banned_peak_bytes": int(base[0]), "save_banned_time_s": base[1],
             "n_recompute": n_rec, "fits": not over, "family": fam, "evaluations": len(cache),
+            "n_random_kept": len(fixed), "program": program,
         }
+        lowest = min(evaluate(r)[0] for r in cache)
+        no_choice = over and lowest >= base[0] and peak <= program["target_bytes"]
+        if no_choice:
+            # no answer changes this graph's peak (a leftover graph with nothing to recompute) and it fits the
+            # program's budget on its own: it spends its bytes from the program; later graphs get what is left
+            report["no_choice"] = True
+            over = False
+            warnings.warn(f"hybrid_remat CompileSolver: a compiled graph ({g.n} nodes) peaks at {int(peak)} B whatever "
+                          f"is recomputed, over the {nbytes} B the program has left; counted against the program's "
+                          f"budget of {program['target_bytes']} B", RuntimeWarning, stacklevel=3)
+        if not over:
+            held, held_all = self._held_bytes(jg, joint_graph, node_info, best, items, options)
+            self._held += held
+            self._held_all += held_all
+            report.update(held_bytes=held)
         if over:
             kap = max(1, keep_all_peak(g))
             fraction = math.ceil(1000.0 * peak / kap) / 1000.0  # a budget that plans: the lowest peak fits it
@@ -244,6 +272,68 @@ class CompileSolver(CustomKnapsackSolver):
                 raise err
             warnings.warn(f"hybrid_remat CompileSolver: {what}; using it", RuntimeWarning, stacklevel=3)
         return sorted(best), report
+
+    def _allowance(self, g, jg) -> tuple[int, dict]:
+        """Bytes this graph's step may peak at: one budget over the program's
+        graphs (the graphs of earlier breaks hold their saved bytes while this
+        one runs).  A fraction or percentage is of the program's keep-all peak
+        so far (the largest of: earlier graphs' saved-everything bytes plus a
+        graph's keep-all peak)."""
+        kap = keep_all_peak(g)
+        own = budget_bytes(self.budget, g)
+        self._program_kap = max(self._program_kap, self._held_all + kap)
+        if _is_relative(self.budget):
+            fraction = self.budget if isinstance(self.budget, float) else own / max(1, kap)
+            target = max(1, math.floor(fraction * self._program_kap))
+        else:
+            target = own
+        allowed = max(1, target - self._held)
+        return allowed, {"target_bytes": int(target), "held_before_bytes": int(self._held),
+                         "program_keep_all_peak_bytes": int(self._program_kap)}
+
+    @staticmethod
+    def _held_bytes(jg, joint_graph, node_info, recomp, items, options) -> tuple[int, int]:
+        """Bytes the partition for ``recomp`` saves for backward, and the same
+        had it saved every forward value backward reads."""
+        from torch._functorch.partitioners import solve_min_cut
+        from torch.utils._ordered_set import OrderedSet
+
+        g = jg.graph
+        saved, _ = solve_min_cut(joint_graph, node_info, options, OrderedSet(items[i] for i in sorted(recomp)))
+        keep = jg.keep_of(saved)
+        n_fwd = jg.n_forward
+        read_by_bwd = np.zeros(n_fwd, dtype=bool)
+        e = np.asarray(g.edges()).reshape(-1, 2)
+        read_by_bwd[e[(e[:, 0] < n_fwd) & (e[:, 1] >= n_fwd), 0]] = True
+        fb = g.bytes[:n_fwd]
+        return int(fb[keep & read_by_bwd].sum()), int(fb[read_by_bwd].sum())
+
+
+def _is_relative(budget) -> bool:
+    return isinstance(budget, float) or str(budget).strip().endswith("%")
+
+
+def is_rng_node(node) -> bool:
+    """An FX node of a random op (dropout, ``rand_like``...: its output
+    differs when run again unless its RNG state is replayed)."""
+    import torch
+
+    target = getattr(node, "target", None)
+    if target is None or not hasattr(target, "tags"):
+        return False
+    if torch.Tag.nondeterministic_seeded in target.tags:
+        return True
+    packet = getattr(target, "overloadpacket", None)
+    aten = torch.ops.aten
+    return packet in (aten.native_dropout, aten.rand_like, aten.randn_like, aten.bernoulli)
+
+
+def _rng_replayed(kind: str) -> bool:
+    """AOTAutograd replays the RNG state of recomputed random ops
+    (``functionalize_rng_ops``, on CUDA only)."""
+    from torch._functorch import config
+
+    return kind == "gpu" and bool(getattr(config, "functionalize_rng_ops", False))
 
 
 # ------------------------------------------------------------ inspection
