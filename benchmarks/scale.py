@@ -148,7 +148,6 @@ def run_lns(p, seconds: float) -> dict:
     if best is None:
         return out
     from hybrid_remat.limits import Limits
-    from hybrid_remat.portfolio.calls import call_improver
 
     t0 = time.perf_counter()
     found = [best]
@@ -157,8 +156,7 @@ def run_lns(p, seconds: float) -> dict:
         found.append(plan)
         return simulate(p, plan), True
 
-    last = call_improver(plugins.improvers()["lns"], p, best, limits=Limits.seconds(seconds),
-                         on_incumbent=on_incumbent)
+    last = plugins.improvers()["lns"].improve(p, best, limits=Limits.seconds(seconds), on_incumbent=on_incumbent)
     if last is not None:
         found.append(last)
     sims = [s for s in (simulate(p, plan) for plan in found) if s.valid]

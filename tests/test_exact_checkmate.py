@@ -257,7 +257,7 @@ def test_staged_evict_plans_are_valid():
 
 def test_local_search_never_worsens_and_stays_valid():
     from hybrid_remat.core.sequence import remove_unread
-    from hybrid_remat.heuristics.pruning import drop_recomputations
+    from hybrid_remat.pruning import drop_recomputations
 
     rng = np.random.default_rng(4)
     for seed in range(4):

@@ -6,7 +6,7 @@
   sequence (one kernel for its frees, profile and peak), the kernels that
   prune recomputations and unread computations (the improver that uses
   them, which needs the simulator, is
-  :func:`hybrid_remat.heuristics.pruning.drop_recomputations`).
+  :func:`hybrid_remat.pruning.drop_recomputations`).
 * :mod:`~hybrid_remat.core.reductions`: relabelled and sub-problems
   (apply -> solve -> invert).
 * :mod:`~hybrid_remat.core.staged`: the staged R/S/X encoding of Checkmate

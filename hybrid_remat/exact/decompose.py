@@ -23,7 +23,7 @@ segments instead:
   it.  Segments are visited by decreasing recomputation cost in the
   incumbent; each gets an equal share of the time left.
 * **Global improvement.**  After each pass the plan is polished by
-  :func:`~hybrid_remat.heuristics.pruning.drop_recomputations` and passes
+  :func:`~hybrid_remat.pruning.drop_recomputations` and passes
   repeat (windows shifted by half a segment) until one improves nothing.
 
 Bound.  A window optimum is the best plan in a neighbourhood of the
@@ -297,7 +297,7 @@ class DecomposedFormulation(Formulation):
     def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
               on_bound=None, time_limit: float | None = None, node_limit=None, stop=None) -> FormulationResult:
         from ..core.reductions import plan_to_original
-        from ..heuristics.pruning import drop_recomputations
+        from ..pruning import drop_recomputations
         from ..limits import Limits
         from ._scip import solve_limits
 

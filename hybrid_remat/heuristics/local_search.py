@@ -11,7 +11,7 @@ the simulator.
 * ``drop_recomputations`` (:class:`DropRecomputations`): the plan's compute
   sequence without unread recomputations and without every recomputation
   the budget does not need, most expensive first
-  (:func:`hybrid_remat.heuristics.pruning.drop_recomputations`; near-linear).
+  (:func:`hybrid_remat.pruning.drop_recomputations`; near-linear).
 * ``local_search`` (:class:`LocalSearch`): prune the plan, add deterministic
   starts (lifetime splitting, DTR eviction, budget continuations), then a
   bounded number of moves (``max_iters``, default 300): mostly *ruin and
@@ -47,7 +47,7 @@ import math
 import numpy as np
 
 from ..errors import PlanError
-from ..heuristics.pruning import drop_recomputations
+from ..pruning import drop_recomputations
 from ..interfaces import Improver
 from ..limits import Limits
 from ..simulate import simulate
@@ -67,7 +67,7 @@ _FAMILY_CAPS = frozenset({"dag", "chain", "single_device", "needs_budget", "hono
 
 class DropRecomputations(Improver):
     """Drop the recomputations the budget does not need (near-linear,
-    deterministic); see :func:`hybrid_remat.heuristics.pruning.drop_recomputations`."""
+    deterministic); see :func:`hybrid_remat.pruning.drop_recomputations`."""
 
     name = "drop_recomputations"
     version = "2"

@@ -95,7 +95,6 @@ class SinksLast(Heuristic):
     def run(self, problem, *, seed: int = 0, limits: Limits | None = None):
         from .. import plugins
         from ..core.reductions import plan_to_original, relabel
-        from ..portfolio.calls import call_heuristic
         from ..simulate import simulate
 
         limits = limits or Limits()
@@ -114,7 +113,7 @@ class SinksLast(Heuristic):
                 left = limits.left()
                 share = limits.share(left / runs if np.isfinite(left) else None)
                 runs = max(1, runs - 1)
-                plan, _ = call_heuristic(h, q, seed=seed, limits=share)
+                plan = h.run(q, seed=seed, limits=share)
                 if plan is None:
                     continue
                 sim = simulate(q, plan)
@@ -122,7 +121,7 @@ class SinksLast(Heuristic):
                     best, best_val = plan_to_original(plan, order), q.objective.value(sim)
                     best.meta.update(solver=self.name, inner=h.name)
         if best is None and inner and not limits.expired():  # no other order (or nothing there): the reference one
-            best, _ = call_heuristic(inner[0], problem, seed=seed, limits=limits)
+            best = inner[0].run(problem, seed=seed, limits=limits)
         return best
 
 

@@ -80,7 +80,7 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
         ``"auto"`` it applies to the fast phase (default 2 there).
     push_local_search : bool
         Polish each new SCIP incumbent by local search (dropping
-        recomputations, :func:`hybrid_remat.heuristics.pruning.drop_recomputations`) and push
+        recomputations, :func:`hybrid_remat.pruning.drop_recomputations`) and push
         improvements back into the running solve through a SCIP primal
         heuristic.
     follow_incumbent : bool
@@ -309,7 +309,7 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
     @staticmethod
     def _local_search_push(cm, problem, plan, push, stats) -> None:
         """Polish a new incumbent with local search; queue it for SCIP when it improves."""
-        from ...heuristics.pruning import drop_recomputations
+        from ...pruning import drop_recomputations
         from ...limits import Limits
 
         before = simulate(problem, plan)

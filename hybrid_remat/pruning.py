@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.sequence import PRUNE_RATE, _arrays, minimal_plan, prune_kernel, sequence_of_plan, unread_kernel
-from ..errors import PlanError
-from ..limits import Limits
-from ..simulate import simulate
+from .core.sequence import PRUNE_RATE, _arrays, minimal_plan, prune_kernel, sequence_of_plan, unread_kernel
+from .errors import PlanError
+from .limits import Limits
+from .simulate import simulate
 
 __all__ = ["drop_recomputations"]
 
