@@ -297,8 +297,8 @@ class DecomposedFormulation(Formulation):
     def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
               on_bound=None, time_limit: float | None = None, node_limit=None, stop=None) -> FormulationResult:
         from ..core.reductions import plan_to_original
-        from ..pruning import drop_recomputations
         from ..limits import Limits
+        from ..pruning import drop_recomputations
         from ._scip import solve_limits
 
         t0 = time.perf_counter()

@@ -47,9 +47,9 @@ import math
 import numpy as np
 
 from ..errors import PlanError
-from ..pruning import drop_recomputations
 from ..interfaces import Improver
 from ..limits import Limits
+from ..pruning import drop_recomputations
 from ..simulate import simulate
 from .common import GraphArrays, WorkMeter, finish, sequence_of_plan
 from .lifetime_split import ruin_and_recreate, split_continuation, split_sequence

@@ -309,8 +309,8 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
     @staticmethod
     def _local_search_push(cm, problem, plan, push, stats) -> None:
         """Polish a new incumbent with local search; queue it for SCIP when it improves."""
-        from ...pruning import drop_recomputations
         from ...limits import Limits
+        from ...pruning import drop_recomputations
 
         before = simulate(problem, plan)
         better = drop_recomputations(problem, plan, limits=Limits.seconds(0.3))
