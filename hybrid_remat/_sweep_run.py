@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Iterator
 
+from ._sweep_task import _solve_indexed, _worker_init, solve_task
 from .errors import HybridRematError
 
 __all__ = ["run_tasks", "run_local", "run_pool", "run_ray", "progress_reporter", "pool_context", "LOCAL_SIGNALS"]
@@ -26,8 +27,6 @@ LOCAL_SIGNALS = ("SIGINT", "SIGTERM")
 def run_local(tasks) -> Iterator:
     """Solve one task after another in this process (Ctrl-C and SIGTERM
     stop the running solve and end the sweep)."""
-    from .sweep import solve_task
-
     for t in tasks:
         yield t.index, solve_task(t, signals=LOCAL_SIGNALS)
 
@@ -56,8 +55,6 @@ def run_pool(tasks, jobs: int) -> Iterator:
     results in finishing order.  The workers start here, before the caller
     starts threads (a progress bar); they ignore SIGINT and die on SIGTERM,
     and the parent terminates them when it is interrupted."""
-    from .sweep import _worker_init
-
     ctx = pool_context()
     if ctx is None:  # no fork: solve in this process rather than re-run the caller's script in workers
         return run_local(tasks)
@@ -66,8 +63,6 @@ def run_pool(tasks, jobs: int) -> Iterator:
 
 
 def _drain(pool, tasks) -> Iterator:
-    from .sweep import _solve_indexed
-
     try:
         yield from pool.imap_unordered(_solve_indexed, tasks, chunksize=1)
         pool.close()
@@ -79,8 +74,6 @@ def _drain(pool, tasks) -> Iterator:
 
 
 def _ray_solve(task, graph):
-    from .sweep import solve_task
-
     return task.index, solve_task(task, graph)
 
 

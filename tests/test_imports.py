@@ -12,14 +12,6 @@ import networkx as nx
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "hybrid_remat"
 
-#: cycles inside modules whose owners are rewriting them now (issue #21 names them; they are theirs to break):
-#: each may shrink or go, none may grow, and no other cycle may appear
-KNOWN = [
-    {"hybrid_remat.sweep", "hybrid_remat._sweep_run"},
-    {"hybrid_remat.torch._calibrate", "hybrid_remat.torch._planner", "hybrid_remat.torch._region_search",
-     "hybrid_remat.torch._step"},
-]
-
 
 def import_graph() -> nx.DiGraph:
     """``a -> b``: module ``a`` imports module ``b`` (``from p import m``
@@ -60,8 +52,7 @@ def test_the_graph_holds_what_the_source_says():
 
 def test_no_import_cycles():
     cycles = [c for c in nx.strongly_connected_components(import_graph()) if len(c) > 1]
-    new = [sorted(c) for c in cycles if not any(c <= k for k in KNOWN)]
-    assert not new, f"import cycles: {new}"
+    assert not cycles, f"import cycles: {[sorted(c) for c in cycles]}"
 
 
 def test_the_portfolio_and_core_sit_below_what_uses_them():

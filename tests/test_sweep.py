@@ -19,6 +19,8 @@ from hybrid_remat.simulate import simulate
 from hybrid_remat.sweep import COLUMNS, Solver, parse_budgets, read_csv, sweep
 
 sweep_module = importlib.import_module("hybrid_remat.sweep")  # `hybrid_remat.sweep` is the function
+sweep_run = importlib.import_module("hybrid_remat._sweep_run")
+sweep_task = importlib.import_module("hybrid_remat._sweep_task")
 
 # deterministic: heuristics without time limits, no time-bounded polish
 DETERMINISTIC = [Solver("heur", ("dtr", "staged_evict", "chen_sqrtn_ap"), (), local_search=False),
@@ -109,7 +111,7 @@ def test_solver_names_and_unknown_solver():
 
 
 def test_ctrl_c_keeps_the_rows_done(tmp_path, monkeypatch):
-    real = sweep_module.solve_task
+    real = sweep_run.solve_task
     calls = []
 
     def interrupted_on_third(task, graph=None, **kwargs):
@@ -118,7 +120,7 @@ def test_ctrl_c_keeps_the_rows_done(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(task, graph, **kwargs)
 
-    monkeypatch.setattr(sweep_module, "solve_task", interrupted_on_third)
+    monkeypatch.setattr(sweep_run, "solve_task", interrupted_on_third)  # what run_local calls
     out = tmp_path / "part.csv"
     with pytest.raises(KeyboardInterrupt):
         sweep(_graphs()[:1], "90%,70%,50%,40%", solvers=DETERMINISTIC[1:], jobs=1, out=str(out))
@@ -257,7 +259,7 @@ def test_each_sweep_solve_runs_in_one_worker_unless_asked():
     """The sweep's parallelism is its pool of solves; a solve does not fork workers of its own."""
     task = sweep_module._tasks([_graphs()[0]], ["90%"], DETERMINISTIC[1:], time_limit=5, seed=0, node_limit=None,
                                objective="serial", devices=(), detail=False, options={})[0]
-    assert sweep_module._solve_kwargs(task, None)["workers"] == 1
+    assert sweep_task._solve_kwargs(task, None)["workers"] == 1
     task = sweep_module._tasks([_graphs()[0]], ["90%"], DETERMINISTIC[1:], time_limit=5, seed=0, node_limit=None,
                                objective="serial", devices=(), detail=False, options={"workers": 2})[0]
-    assert sweep_module._solve_kwargs(task, None)["workers"] == 2
+    assert sweep_task._solve_kwargs(task, None)["workers"] == 2

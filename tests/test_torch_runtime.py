@@ -134,7 +134,8 @@ def test_region_replays_leave_every_buffer_as_one_plain_step_does(monkeypatch):
 
 def test_checkpoint_runtime_cost_counts_calls_and_their_ops():
     # the checkpoint runtime's modelled cost: per checkpointed call and per forward op of the calls
-    from hybrid_remat.torch._calibrate import Overheads, _region_scale, calibrate
+    from hybrid_remat.torch._calibrate import _region_scale, calibrate
+    from hybrid_remat.torch._overheads import Overheads
     from hybrid_remat.torch._planner import _problem
     from hybrid_remat.torch._region_search import RegionEvaluator, checkpoint_pools
     from hybrid_remat.torch._regions import Region, RegionModel

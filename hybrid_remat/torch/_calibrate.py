@@ -6,7 +6,7 @@ around every op: Python, module calls, autograd bookkeeping.  On top of that
 each runtime has its own cost: the op-replay runtime intercepts every ATen
 call of the forward and replays dropped ops from Python; the checkpoint
 runtime pays ``torch.utils.checkpoint``'s frame and hooks per checkpointed
-call, and a dispatch mode per op in selective regions.  :class:`Overheads`
+call, and a dispatch mode per op in selective regions.  :class:`~._overheads.Overheads`
 holds these figures; :func:`calibrate` measures them on the model itself
 (a few training steps) and on tiny checkpointed functions.
 """
@@ -14,81 +14,14 @@ holds these figures; :func:`calibrate` measures them on the model itself
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
 from ._common import now, sync
+from ._overheads import Overheads
 
-__all__ = ["Overheads", "calibrate", "micro_overheads"]
-
-
-@dataclass
-class Overheads:
-    """Seconds the runtimes add to a step (all >= 0).
-
-    Attributes
-    ----------
-    per_node_s : float
-        Framework time per graph node in a plain step, added to every node's
-        traced cost ...
-    cost_scale : float
-        ... or the factor on every traced cost when their sum exceeds the
-        plain step (ops timed alone under load): either way the keep-all
-        plan's simulated time is the measured plain step.
-    ops_fixed_s : float
-        Op-replay runtime: recording the forward and its saved-tensor hooks
-        (a keep-all step under the runtime minus a plain step).
-    replay_node_s : float
-        Op-replay runtime: Python time per replayed op, beyond the op.
-    checkpoint_call_s : float
-        Checkpoint runtime: per checkpointed module call ...
-    checkpoint_op_s : float
-        ... plus per forward op of a checkpointed call (checkpoint's hooks
-        on its saved tensors, in the forward and the replay).  Their shape
-        comes from tiny checkpointed functions of two sizes, their scale
-        from a checkpointed step of the model itself (CPU work that a GPU
-        hides behind its kernels does not count).
-    sac_op_s : float
-        Checkpoint runtime: per op of a selective region (forward and replay).
-    plain_step_s : float or None
-        The measured plain step.
-    source : str
-        ``"measured"`` or ``"none"`` (zeros: :func:`plan_graph` without a model).
-    """
-
-    per_node_s: float = 0.0
-    cost_scale: float = 1.0
-    ops_fixed_s: float = 0.0
-    replay_node_s: float = 0.0
-    checkpoint_call_s: float = 0.0
-    checkpoint_op_s: float = 0.0
-    sac_op_s: float = 0.0
-    plain_step_s: float | None = None
-    source: str = "none"
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    def checkpoint_s(self, n_calls: int, n_ops: int) -> float:
-        """The checkpoint runtime's own cost for ``n_calls`` checkpointed
-        calls running ``n_ops`` forward ops in all."""
-        return n_calls * self.checkpoint_call_s + n_ops * self.checkpoint_op_s
-
-    def adjusted_costs(self, graph, kind: str) -> np.ndarray:
-        return np.asarray(graph.cost(kind), dtype=np.float64) * self.cost_scale + self.per_node_s
-
-    @classmethod
-    def fitting(cls, graph, plain_step_s: float, **kw) -> Overheads:
-        """Per-node time or cost scale such that the keep-all plan takes
-        ``plain_step_s``."""
-        op_sum = float(np.sum(graph.cost(graph.cost_kinds[0])))
-        if op_sum <= 0:
-            return cls(plain_step_s=plain_step_s, **kw)
-        if op_sum > plain_step_s:
-            return cls(cost_scale=plain_step_s / op_sum, plain_step_s=plain_step_s, **kw)
-        return cls(per_node_s=(plain_step_s - op_sum) / graph.n, plain_step_s=plain_step_s, **kw)
+__all__ = ["calibrate", "micro_overheads"]
 
 
 def _best_of(fn, repeats: int, device_type: str) -> float:

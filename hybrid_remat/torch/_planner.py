@@ -27,7 +27,6 @@ that the simulator confirms under the budget:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,7 +35,9 @@ from ..errors import BudgetError, HybridRematError
 from ..graph import Graph
 from ..plan import OP_COMPUTE, Plan, plan_from_order
 from ..problem import Problem
-from ..simulate import SimulationResult, simulate
+from ..simulate import simulate
+from ._candidate import Candidate
+from ._overheads import Overheads
 from ._result import MECHANISMS, TorchPlan, budget_bytes
 
 __all__ = [
@@ -171,40 +172,18 @@ def keep_set_from_plan(graph: Graph, plan: Plan, n_fwd: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ search
-@dataclass
-class _Candidate:
-    family: str
-    keep: np.ndarray
-    plan: Plan
-    result: SimulationResult
-    mechanism: str = "ops"
-    regions: tuple = ()
-    overhead_s: float = 0.0
-
-    @property
-    def peak(self) -> int:
-        return next(iter(self.result.peak_bytes.values()))
-
-    @property
-    def step_s(self) -> float:
-        """Predicted step time: simulated time plus the runtime's own cost."""
-        return self.result.total_time + self.overhead_s
-
-
 class _Evaluator:
     def __init__(self, problem: Problem, overheads=None):
-        from ._calibrate import Overheads
-
         self.oh = overheads or Overheads()
         self.problem = problem
         self.g = problem.graph
         self.st = _Structure(self.g)
         self.device = problem.primary.name
         self.budget = int(problem.budgets[0])
-        self.seen: dict[bytes, _Candidate] = {}
+        self.seen: dict[bytes, Candidate] = {}
         self.n_evals = 0
 
-    def __call__(self, keep: np.ndarray, family: str) -> _Candidate:
+    def __call__(self, keep: np.ndarray, family: str) -> Candidate:
         keep = np.asarray(keep, dtype=bool)
         key = np.packbits(keep).tobytes()
         if key in self.seen:
@@ -214,12 +193,12 @@ class _Evaluator:
         res = simulate(self.problem, plan, check_budget=False)
         if not res.valid:  # an order-builder bug, never a budget matter
             raise HybridRematError(f"internal: executable plan invalid: {res.error}")
-        c = _Candidate(family, keep.copy(), plan, res, "ops", (),
+        c = Candidate(family, keep.copy(), plan, res, "ops", (),
                        self.oh.ops_fixed_s + res.n_recompute * self.oh.replay_node_s)
         self.seen[key] = c
         return c
 
-    def fits(self, c: _Candidate) -> bool:
+    def fits(self, c: Candidate) -> bool:
         return c.peak <= self.budget
 
 
@@ -263,7 +242,7 @@ def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: 
 
     Returns
     -------
-    (best, tried, evaluator) : (_Candidate or None, list of dict, _Evaluator)
+    (best, tried, evaluator) : (Candidate or None, list of dict, _Evaluator)
         ``tried`` summarises each candidate; ``evaluator.seen`` holds every
         keep set evaluated.
     """
@@ -274,7 +253,7 @@ def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: 
     n_fwd = st.n_fwd
     cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
     nbytes = g.bytes.astype(np.float64)
-    tried: list[_Candidate] = []
+    tried: list[Candidate] = []
 
     all_keep = np.ones(n_fwd, dtype=bool)
     tried.append(ev(all_keep, "keep_all"))
@@ -341,7 +320,7 @@ def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: 
                 continue
             tried.append(ev(keep, family))
 
-    uniq: dict[int, _Candidate] = {}
+    uniq: dict[int, Candidate] = {}
     for c in tried:
         uniq.setdefault(id(c), c)
     tried = list(uniq.values())
@@ -405,7 +384,7 @@ def _problem(graph: Graph, nbytes: int, overheads) -> Problem:
     return Problem(g, [Device(kind, kind, int(nbytes))], check=False)
 
 
-def _to_plan(graph, problem, c: _Candidate, tried, overheads) -> TorchPlan:
+def _to_plan(graph, problem, c: Candidate, tried, overheads) -> TorchPlan:
     checked = simulate(problem, c.plan)
     if not checked.valid:  # cannot happen: the candidate fits by construction
         raise HybridRematError(f"internal: chosen plan failed simulation: {checked.error}")
@@ -505,12 +484,10 @@ def _structural(family: str) -> bool:
 
 
 def _zero():
-    from ._calibrate import Overheads
-
     return Overheads()
 
 
-def _row(c: _Candidate, budget: int) -> dict:
+def _row(c: Candidate, budget: int) -> dict:
     return {"family": c.family, "mechanism": c.mechanism, "peak_bytes": c.peak, "time_s": c.step_s,
             "fits": c.peak <= budget, "n_dropped": int((~c.keep).sum())}
 

@@ -3,7 +3,7 @@
 Candidates are sets of module paths (see :mod:`._regions`), evaluated by the
 simulator on the order the checkpoint runtime performs, their step time
 predicted as the simulated time plus the runtime's own cost
-(:class:`~._calibrate.Overheads`).  Families:
+(:class:`~._overheads.Overheads`).  Families:
 
 * *level pools*: the checkpointable modules at one depth of the module tree
   (``layer1.0``, ``layer1.1``...: what per-block checkpointing picks by
@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from ..simulate import simulate
+from ._candidate import Candidate
 from ._regions import Region, RegionModel
 
 __all__ = ["search_regions", "RegionEvaluator", "checkpoint_pools"]
@@ -51,8 +52,6 @@ class RegionEvaluator:
         return s
 
     def __call__(self, regions, family: str):
-        from ._planner import _Candidate
-
         regions = tuple(sorted(regions, key=lambda r: r.path))
         key = regions
         c = self.seen.get(key)
@@ -65,8 +64,8 @@ class RegionEvaluator:
 
             raise HybridRematError(f"internal: region plan invalid: {res.error}")
         keep = self.rm.analyse(list(regions))[0]
-        c = _Candidate(family, keep, plan, res, mechanism="regions", regions=regions,
-                       overhead_s=self.overhead(regions))
+        c = Candidate(family, keep, plan, res, mechanism="regions", regions=regions,
+                      overhead_s=self.overhead(regions))
         self.seen[key] = c
         return c
 

@@ -43,6 +43,7 @@ import torch
 from ..errors import HybridRematError
 from ..graph import Graph
 from ..plan import Plan
+from ._cache_args import cache_positions, without_cache
 
 __all__ = ["Region", "RegionModel", "RegionRunner", "op_overload"]
 
@@ -389,8 +390,6 @@ class RegionRunner:
     @staticmethod
     def _wrap(mod, save, norms, buffers):
         from torch.utils.checkpoint import checkpoint
-
-        from ._probe import cache_positions, without_cache
 
         inner = mod.forward
         context_fn = functools.partial(_contexts, save, norms, buffers)

@@ -31,7 +31,7 @@ class TorchPlan:
     problem : Problem
         One device (``"cpu"`` or ``"gpu"``) with the budget in bytes; its
         graph's costs include the framework time per op
-        (:attr:`Overheads.per_node_s <hybrid_remat.torch._calibrate.Overheads>`).
+        (:attr:`Overheads.per_node_s <hybrid_remat.torch._overheads.Overheads>`).
     plan : Plan
         The executable plan (the order the runtime follows); it passed
         :func:`~hybrid_remat.simulate.simulate` under the budget.

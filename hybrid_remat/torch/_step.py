@@ -165,7 +165,7 @@ class PlannedStep:
         unless given it, as in :func:`~hybrid_remat.torch.plan`."""
         inputs = as_inputs(inputs if len(inputs) != 1 else inputs[0])
         lf = require_loss(loss_fn or self.loss_fn, "the planned step (apply(model, tplan, loss_fn) or step(x, loss_fn=))")
-        from ._probe import training_kwargs
+        from ._cache_args import training_kwargs
 
         kwargs = training_kwargs(self.model, kwargs)
         try:

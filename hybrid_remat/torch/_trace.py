@@ -472,7 +472,7 @@ def trace(
         raise HybridRematError(f"costs must be 'measure' or 'flops', not {costs!r}")
     loss_fn = require_loss(loss_fn, "trace()")
     inputs = as_inputs(example_inputs)
-    from ._probe import training_kwargs
+    from ._cache_args import training_kwargs
 
     kwargs = training_kwargs(model, as_kwargs(example_kwargs))
     device = check_devices(model, inputs, kwargs)

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from ..errors import BudgetError, HybridRematError
-from ._calibrate import Overheads
 from ._calibrate import calibrate as measure_overheads
+from ._overheads import Overheads
 from ._planner import _problem, executable_plan, plan_graph
 from ._regions import Region
 from ._result import TorchPlan, budget_bytes, model_forward_end, ops_digest
@@ -116,7 +116,7 @@ def plan(
                       "now (no dropout, batch norms on running statistics). Call model.train() first to plan the "
                       "training step", TorchPlanWarning, stacklevel=2)
     inputs = as_inputs(example_inputs)
-    from ._probe import training_kwargs
+    from ._cache_args import training_kwargs
 
     kwargs = training_kwargs(model, as_kwargs(example_kwargs))
     device = check_devices(model, inputs, kwargs)
