@@ -58,46 +58,14 @@ def gap_limit(family: str, nodes: int) -> float:
 
 
 def structure(graph) -> dict:
-    """What the structure detection finds: every detector that
-    :mod:`hybrid_remat.blocks` (and a segment module, where there is one)
-    exposes, each as a short text and its seconds."""
-    import importlib
+    """What the structure detection finds (the lines ``info`` prints:
+    runs of repeated blocks or why none, and the segment chain), with its
+    seconds."""
+    from hybrid_remat.segments.report import structure_lines
 
-    out = {}
     t0 = time.perf_counter()
-    try:
-        from hybrid_remat.blocks import detect_blocks
-
-        bs = detect_blocks(graph)
-        out["blocks"] = ("no repeated blocks" if bs is None else
-                         f"{bs.n_blocks} x ({bs.fwd.shape[1]} fwd + {bs.bwd.shape[1]} bwd), prologue "
-                         f"{len(bs.prologue[0]) + len(bs.prologue[1])}, epilogue "
-                         f"{len(bs.epilogue[0]) + len(bs.epilogue[1])}"
-                         + ("" if bs.same_costs else ", costs differ"))
-    except Exception as e:  # noqa: BLE001 - the table says what failed
-        out["blocks"] = f"error: {e!r}"[:80]
-    out["blocks_s"] = time.perf_counter() - t0
-    # detectors other helpers add (runs of repetition, segments), used when present
-    for module, names in (("hybrid_remat.blocks", ("describe_structure", "detect_runs", "structure_summary")),
-                          ("hybrid_remat.segments", ("describe", "describe_segments", "segment_chain"))):
-        try:
-            mod = importlib.import_module(module)
-        except ImportError:
-            continue
-        for name in names:
-            fn = getattr(mod, name, None)
-            if not callable(fn):
-                continue
-            t0 = time.perf_counter()
-            try:
-                found = fn(graph)
-                text = found if isinstance(found, str) else getattr(found, "summary", None)
-                text = text() if callable(text) else text
-                out[name] = str(text if text is not None else found)[:160]
-            except Exception as e:  # noqa: BLE001
-                out[name] = f"error: {e!r}"[:80]
-            out[f"{name}_s"] = time.perf_counter() - t0
-    return out
+    lines = [" ".join(line.split()) for line in structure_lines(graph)]
+    return {"found": "; ".join(lines), "found_s": time.perf_counter() - t0}
 
 
 def run_row(family: str, size: int, budget: int, limit: float, workers: int, seed: int = 0) -> dict:
@@ -171,8 +139,7 @@ def _fmt(x, spec=".2f"):
 
 
 def _structure_cell(s: dict) -> str:
-    parts = [f"{k}: {v}" for k, v in s.items() if not k.endswith("_s") and k != "blocks"]
-    return "; ".join([f"blocks: {s.get('blocks', '-')}"] + parts).replace("|", "/")
+    return s.get("found", "-").replace("|", "/")
 
 
 def write_md(rows: list, path: pathlib.Path, context: str, partial: bool) -> None:
