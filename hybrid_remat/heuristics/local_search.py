@@ -43,6 +43,8 @@ True
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -53,6 +55,7 @@ from ..limits import Limits
 from ..simulate import simulate
 from .common import GraphArrays, WorkMeter, finish, sequence_of_plan
 from .lifetime_split import ruin_and_recreate, split_continuation, split_sequence
+from .lns_segments import SegmentSearch
 
 __all__ = ["DropRecomputations", "LocalSearch", "LNS", "FIRST_START_WORK"]
 
@@ -62,6 +65,18 @@ _SCORES = ("next_use_full", "dtr_eq", "next_use_eq", "dtr", "msps")
 FIRST_START_WORK = 200_000
 _SPLIT_SECONDS_PER_N18 = 7.6e-8  # a lifetime-splitting run takes about 7.6e-8 n^1.8 s (LifetimeSplit.predict_seconds)
 _FLOOR_SECONDS = 0.01  # about what FIRST_START_WORK buys
+#: window moves (lns_segments) of all LNS moves: on small graphs half; from WINDOWS_NODES nodes (where a global
+#: move re-reads the whole sequence per split) all of them, and a given plan is improved without re-running starts
+_WINDOW_SHARE_SMALL = 0.5
+WINDOWS_NODES = 5_000
+_SEGMENTS_ONLY = 1.0
+#: every _EXACT_EVERY-th window move is solved by the exact window model (SCIP), with a node limit and at
+#: most _EXACT_MAX_S seconds
+_EXACT_EVERY = 10
+_EXACT_NODES = 300
+_EXACT_MAX_S = 2.0
+#: improvements found by window moves are reported at most this often (each report simulates the whole plan)
+_REPORT_EVERY_S = 0.5
 _FAMILY_CAPS = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
 
 
@@ -116,6 +131,18 @@ class LocalSearch(Improver):
         """Search from no plan (the heuristic ``local_search``)."""
         return self.improve(problem, None, seed=seed, limits=limits)
 
+    def _segment_share(self, n: int) -> float:
+        """Share of window moves (none: the local search moves only)."""
+        return 0.0
+
+    @staticmethod
+    def _exact_limits(lim):
+        """Limits of one exact window solve: a node limit, and with a deadline
+        at most a quarter of the time left (:data:`_EXACT_MAX_S`)."""
+        if math.isfinite(lim.deadline):
+            return replace(lim.share(min(_EXACT_MAX_S, 0.25 * lim.left())), nodes=_EXACT_NODES, work=None)
+        return Limits(nodes=_EXACT_NODES, stop=lim.stop)
+
     def _limits(self, limits, time_limit, stop):
         lim = limits if limits is not None else Limits()
         t = self.time_limit if time_limit is None else float(time_limit)
@@ -145,6 +172,7 @@ class LocalSearch(Improver):
         base_plan, base_cost = None, math.inf
         best_seq, best_cost = None, math.inf
         reported = {"cost": math.inf}
+        last_report = [time.perf_counter()]
 
         def report():
             if best_seq is None or best_cost >= min(reported["cost"], base_cost) - 1e-12:
@@ -179,8 +207,12 @@ class LocalSearch(Improver):
                     pass
         # a whole lifetime-splitting run that cannot finish in the time left is not started (large graphs)
         split_slow = _SPLIT_SECONDS_PER_N18 * float(a.n) ** 1.8 > max(lim.left(), _FLOOR_SECONDS)
-        self._starts(a, meter, seed, consider, lambda: best_seq is not None, split_slow)
+        seg_share = self._segment_share(a.n)
+        if not (seg_share >= _SEGMENTS_ONLY and best_seq is not None):  # large graphs with a plan: windows only
+            self._starts(a, meter, seed, consider, lambda: best_seq is not None, split_slow)
         rng = np.random.default_rng(seed)
+        seg_rng = np.random.default_rng([seed, 7])
+        windows = None  # the window search (lns_segments), on best_seq
         it = 0
         while not meter.spent and (moves is None or it < moves):
             it += 1
@@ -189,6 +221,21 @@ class LocalSearch(Improver):
                 if inc is not None:
                     best_seq, best_cost = inc
                     reported["cost"] = min(reported["cost"], best_cost)  # the portfolio has it already
+            if seg_share and best_seq is not None and seg_rng.random() < seg_share:
+                if windows is None:
+                    windows = SegmentSearch(a, best_seq, seed=seed)
+                elif windows.seq is not best_seq:
+                    windows.reset(best_seq)
+                if windows.stats["moves"] % _EXACT_EVERY == _EXACT_EVERY - 1:
+                    improved = windows.step_exact(meter, limits=self._exact_limits(lim))
+                else:
+                    improved = windows.step(meter)
+                if improved:
+                    best_seq, best_cost = windows.seq, windows.cost
+                    if time.perf_counter() - last_report[0] >= _REPORT_EVERY_S:
+                        report()
+                        last_report[0] = time.perf_counter()
+                continue
             if best_seq is not None and it % 5:
                 # ruin and recreate: drop some recomputations, repair by splitting;
                 # equal-cost moves are accepted to walk plateaus
@@ -210,7 +257,9 @@ class LocalSearch(Improver):
                     consider(meter.prune(a, r.seq))
         if best_seq is None or best_cost >= base_cost - 1e-12:
             return base_plan
-        out = finish(problem, a, best_seq, self.name, seed=seed, iterations=it)
+        report()  # window improvements not reported yet
+        meta = {f"window_{k}": int(v) for k, v in windows.stats.items()} if windows is not None else {}
+        out = finish(problem, a, best_seq, self.name, seed=seed, iterations=it, **meta)
         return out if out is not None else base_plan
 
     @staticmethod
@@ -285,6 +334,11 @@ class LNS(LocalSearch):
 
     def __init__(self, *, max_iters: int | None = None, name: str | None = None, rank: float | None = None):
         super().__init__(None, max_iters=max_iters, name=name, rank=rank)
+
+    def _segment_share(self, n: int) -> float:
+        """Window moves (:mod:`.lns_segments`): half of the moves on small
+        graphs, all of them from :data:`WINDOWS_NODES` nodes."""
+        return _SEGMENTS_ONLY if n >= WINDOWS_NODES else _WINDOW_SHARE_SMALL
 
     def improve(self, problem, plan=None, *, seed: int = 0, limits=None, on_incumbent=None, shared=None,
                 time_limit: float | None = None, max_iters: int | None = -1, stop=None, on_improve=None):
