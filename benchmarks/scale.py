@@ -1,6 +1,6 @@
 """LLM-sized graphs: does ``anytime_solve`` keep its promise at 4k-100k operators?
 
-Graphs: ``repeat_layers(load_graph("datasets/llama_8l_b4_s512.json.gz"), L)``
+Graphs: ``hybrid_remat.families.llama_layers(L)`` (``repeat_layers`` of ``datasets/llama_8l_b4_s512``)
 (the profiled llama layer repeated; ~129 L + 41 nodes) at 19, 32, 80, 200,
 250 and 750 layers (2.5k, 4k, 10k, 26k, 32k, 97k nodes), budgets 50 % and
 30 % of keep-all, ``--limit`` seconds (60), workers 1 and all cores.  Each
@@ -55,12 +55,10 @@ def _rss_mib() -> tuple[float, float]:
 
 
 def _problem(layers: int, fraction: float):
-    from hybrid_remat.generators import repeat_layers
-    from hybrid_remat.loaders import load_graph
+    from hybrid_remat.families import llama_layers
     from hybrid_remat.problem import Problem
 
-    g = repeat_layers(load_graph(str(LLAMA)), layers)
-    return Problem.single(g, f"{round(fraction * 100)}%")
+    return Problem.single(llama_layers(layers, path=LLAMA), f"{round(fraction * 100)}%")
 
 
 #: the issue's gap criteria: at most this gap (%) from this many nodes down
