@@ -76,9 +76,11 @@ __all__ = ["LocalWindow", "window_kernel", "extract_window", "splice", "choose_w
            "WINDOW_POSITIONS", "EXACT_ITEMS"]
 
 #: window lengths (positions) drawn log-uniformly in this range (capped by the sequence)
-WINDOW_POSITIONS = (48, 4096)
+WINDOW_POSITIONS = (32, 1024)
 #: model size (variables + rows, about ``8 n_local^2``) up to which a window is also solved exactly with SCIP
 EXACT_ITEMS = 40_000
+#: local problems up to this many nodes are also re-planned from local keep-all by lifetime splitting
+_FRESH_SPLIT_NODES = 600
 #: cost of an input in the local heuristic problem, in multiples of the largest cost (never worth recomputing)
 _INPUT_COST = 1e6
 
@@ -358,10 +360,10 @@ class SegmentSearch:
                             length=int(self.rng.integers(max(4, side // 3), side)))
         if win is None:
             return False
+        self.stats["exact"] += 1
         local = extract_window(self.a, self.seq, self.end, *win)
         if local is None or 8 * local.n_local ** 2 > 2 * EXACT_ITEMS:
             return False
-        self.stats["exact"] += 1
         lim = limits if limits is not None else Limits(nodes=200)
         cand = exact_window(local, limits=lim)
         cand = local.normalise(cand)
@@ -377,8 +379,9 @@ class SegmentSearch:
         out = [meter.prune(la, local.seq)]
         out.append(ruin_and_recreate(la, local.seq, rng, frac=float(rng.uniform(0.1, 0.7)), pick=int(rng.integers(3)),
                                      noise=float(rng.uniform(0.0, 0.5)), meter=meter))
-        out.append(split_sequence(la, noise=float(rng.uniform(0.0, 0.6)), seed=int(rng.integers(1 << 30)),
-                                  pick=int(rng.integers(3)), meter=meter))
+        if la.n <= _FRESH_SPLIT_NODES:  # lifetime splitting from local keep-all: quadratic in the window
+            out.append(split_sequence(la, noise=float(rng.uniform(0.0, 0.6)), seed=int(rng.integers(1 << 30)),
+                                      pick=int(rng.integers(3)), meter=meter))
         if rng.random() < 0.5:
             r = run_executor(la, score=("dtr_eq", "next_use_full", "dtr")[int(rng.integers(3))],
                              weights=np.exp(rng.normal(0.0, 0.5, la.n)), seed=int(rng.integers(1 << 30)),

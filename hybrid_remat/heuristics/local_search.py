@@ -65,11 +65,12 @@ _SCORES = ("next_use_full", "dtr_eq", "next_use_eq", "dtr", "msps")
 FIRST_START_WORK = 200_000
 _SPLIT_SECONDS_PER_N18 = 7.6e-8  # a lifetime-splitting run takes about 7.6e-8 n^1.8 s (LifetimeSplit.predict_seconds)
 _FLOOR_SECONDS = 0.01  # about what FIRST_START_WORK buys
-#: window moves (lns_segments) of all LNS moves: on small graphs half; from WINDOWS_NODES nodes (where a global
-#: move re-reads the whole sequence per split) all of them, and a given plan is improved without re-running starts
-_WINDOW_SHARE_SMALL = 0.5
+#: window moves (lns_segments): half of LNS's moves; from WINDOWS_NODES nodes with a deadline (a global move
+#: re-reads the whole sequence per split: seconds at 100k nodes) half of the time instead, and the deterministic
+#: starts of a search from a plan at most _STARTS_SHARE of the time
+_WINDOW_SHARE = 0.5
 WINDOWS_NODES = 5_000
-_SEGMENTS_ONLY = 1.0
+_STARTS_SHARE = 0.5
 #: every _EXACT_EVERY-th window move is solved by the exact window model (SCIP), with a node limit and at
 #: most _EXACT_MAX_S seconds
 _EXACT_EVERY = 10
@@ -208,11 +209,18 @@ class LocalSearch(Improver):
         # a whole lifetime-splitting run that cannot finish in the time left is not started (large graphs)
         split_slow = _SPLIT_SECONDS_PER_N18 * float(a.n) ** 1.8 > max(lim.left(), _FLOOR_SECONDS)
         seg_share = self._segment_share(a.n)
-        if not (seg_share >= _SEGMENTS_ONLY and best_seq is not None):  # large graphs with a plan: windows only
+        by_time = seg_share and a.n >= WINDOWS_NODES and math.isfinite(lim.deadline)
+        if by_time and best_seq is not None:
+            # large graphs with a plan: the starts (whole heuristic runs) get at most half of the time
+            start_meter = WorkMeter(replace(lim.share(_STARTS_SHARE * lim.left()), work=None))
+            self._starts(a, start_meter, seed, consider, lambda: best_seq is not None, split_slow)
+        else:
             self._starts(a, meter, seed, consider, lambda: best_seq is not None, split_slow)
+        spent_s = {"windows": 0.0, "global": 0.0}
         rng = np.random.default_rng(seed)
         seg_rng = np.random.default_rng([seed, 7])
         windows = None  # the window search (lns_segments), on best_seq
+        n_windows = 0
         it = 0
         while not meter.spent and (moves is None or it < moves):
             it += 1
@@ -221,12 +229,18 @@ class LocalSearch(Improver):
                 if inc is not None:
                     best_seq, best_cost = inc
                     reported["cost"] = min(reported["cost"], best_cost)  # the portfolio has it already
-            if seg_share and best_seq is not None and seg_rng.random() < seg_share:
+            if by_time:  # large graphs: window and global moves get equal time (a global move costs O(n))
+                window_move = best_seq is not None and spent_s["windows"] <= spent_s["global"]
+            else:
+                window_move = bool(seg_share) and best_seq is not None and seg_rng.random() < seg_share
+            t_move = time.perf_counter()
+            if window_move:
                 if windows is None:
                     windows = SegmentSearch(a, best_seq, seed=seed)
                 elif windows.seq is not best_seq:
                     windows.reset(best_seq)
-                if windows.stats["moves"] % _EXACT_EVERY == _EXACT_EVERY - 1:
+                n_windows += 1
+                if n_windows % _EXACT_EVERY == 0:
                     improved = windows.step_exact(meter, limits=self._exact_limits(lim))
                 else:
                     improved = windows.step(meter)
@@ -235,6 +249,7 @@ class LocalSearch(Improver):
                     if time.perf_counter() - last_report[0] >= _REPORT_EVERY_S:
                         report()
                         last_report[0] = time.perf_counter()
+                spent_s["windows"] += time.perf_counter() - t_move
                 continue
             if best_seq is not None and it % 5:
                 # ruin and recreate: drop some recomputations, repair by splitting;
@@ -255,6 +270,7 @@ class LocalSearch(Improver):
                 r = meter.execute(a, score=sc, weights=w, seed=int(rng.integers(1 << 30)))
                 if r.ok:
                     consider(meter.prune(a, r.seq))
+            spent_s["global"] += time.perf_counter() - t_move
         if best_seq is None or best_cost >= base_cost - 1e-12:
             return base_plan
         report()  # window improvements not reported yet
@@ -336,9 +352,9 @@ class LNS(LocalSearch):
         super().__init__(None, max_iters=max_iters, name=name, rank=rank)
 
     def _segment_share(self, n: int) -> float:
-        """Window moves (:mod:`.lns_segments`): half of the moves on small
-        graphs, all of them from :data:`WINDOWS_NODES` nodes."""
-        return _SEGMENTS_ONLY if n >= WINDOWS_NODES else _WINDOW_SHARE_SMALL
+        """Window moves (:mod:`.lns_segments`): half of the moves (of the
+        time from :data:`WINDOWS_NODES` nodes with a deadline)."""
+        return _WINDOW_SHARE
 
     def improve(self, problem, plan=None, *, seed: int = 0, limits=None, on_incumbent=None, shared=None,
                 time_limit: float | None = None, max_iters: int | None = -1, stop=None, on_improve=None):
