@@ -39,35 +39,42 @@ def _profile(a, seq):
 @pytest.mark.parametrize("seed", [1, 2])
 def test_a_window_is_an_exact_local_problem(seed):
     """The local sequence's memory plus the background is the plan's memory
-    at every window position, and splicing the local sequence back gives
-    the plan itself."""
+    at every window position (at the junction of two ranges, at least the
+    middle's), and splicing the local sequence back gives the plan itself."""
     p, a, plan, seq = _start(seed)
     end, mem_at, _ = _profile(a, seq)
     recomputed = np.ones(seq.shape[0], dtype=bool)
     recomputed[np.unique(seq, return_index=True)[1]] = False
     rng = np.random.default_rng(seed)
-    checked = 0
-    for _ in range(60):
+    checked = {2: 0, 4: 0}
+    for _ in range(120):
         win = choose_window(rng, a.cost, seq, recomputed, mem_at, length=int(rng.integers(3, 150)))
-        local = extract_window(a, seq, end, *win)
+        local = extract_window(a, seq, end, mem_at, *win)
         if local is None:
             continue
-        checked += 1
-        la = local.arrays
-        _, loc_mem, _ = _profile(la, local.seq)
-        ni, width = local.n_inputs, local.hi - local.lo
-        assert np.array_equal(loc_mem[ni:ni + width] + local.background, mem_at[local.lo:local.hi])
+        a0, a1, b0, b1 = local.ranges
+        checked[2 if a1 == b0 else 4] += 1
+        _, loc_mem, _ = _profile(local.arrays, local.seq)
+        ni, na = local.n_inputs, a1 - a0
+        assert np.array_equal(loc_mem[ni:ni + na] + local.background, mem_at[a0:a1])
+        if b0 > a1:
+            n_mid = int((local.kind == 3).sum())
+            assert loc_mem[ni + na] + local.background >= mem_at[a1:b0].max()
+            second = ni + na + 1 + n_mid
+            assert np.array_equal(loc_mem[second:second + b1 - b0] + local.background, mem_at[b0:b1])
         assert np.array_equal(splice(seq, local, local.seq), seq)
-        assert local.normalise(local.seq) is not None and local.local_cost(local.seq) == pytest.approx(local.cost)
-    assert checked > 30
+        norm = local.normalise(local.seq)
+        assert np.array_equal(norm, local.seq) and local.local_cost(norm) == pytest.approx(local.cost)
+    assert checked[2] > 20 and checked[4] > 10
 
 
 def test_window_kernel_agrees_with_its_python_version():
     p, a, plan, seq = _start(3, n=80)
-    end, _, _ = _profile(a, seq)
-    for lo, hi in ((0, 10), (5, 40), (20, seq.shape[0])):
-        got = window_kernel(seq, end, a.bytes, a.pred_ptr, a.pred_idx, a.n, lo, hi)
-        ref = window_kernel.py_func(seq, end, a.bytes, a.pred_ptr, a.pred_idx, a.n, lo, hi)
+    end, mem_at, _ = _profile(a, seq)
+    K = seq.shape[0]
+    for r in ((0, 10, 10, 10), (5, 40, 40, 40), (20, K, K, K), (3, 20, 40, 70), (0, 5, K - 20, K)):
+        got = window_kernel(seq, end, mem_at, a.bytes, a.pred_ptr, a.pred_idx, a.n, *r)
+        ref = window_kernel.py_func(seq, end, mem_at, a.bytes, a.pred_ptr, a.pred_idx, a.n, *r)
         for x, y in zip(got, ref):
             assert np.array_equal(np.asarray(x), np.asarray(y))
 
@@ -100,7 +107,7 @@ def test_the_exact_window_model_returns_a_valid_local_sequence_or_nothing():
     recomputed[np.unique(seq, return_index=True)[1]] = False
     rng = np.random.default_rng(0)
     for _ in range(3):
-        local = extract_window(a, seq, end, *choose_window(rng, a.cost, seq, recomputed, mem_at, length=20))
+        local = extract_window(a, seq, end, mem_at, *choose_window(rng, a.cost, seq, recomputed, mem_at, length=20))
         if local is None:
             continue
         out = exact_window(local, limits=Limits(nodes=50))

@@ -2,46 +2,56 @@
 sequence, the rest of the plan fixed, at a cost proportional to the window.
 
 A plan is a compute sequence ``seq`` (:mod:`hybrid_remat.core.sequence`).
-A *window* is a range ``[lo, hi)`` of its positions.  With everything
-outside the window fixed, the window is an independent small problem
-(:func:`extract_window`):
+A *window* is a range ``[a0, a1)`` of its positions, or two ranges
+``[a0, a1)`` and ``[b0, b1)`` with the *middle* ``[a1, b0)`` fixed (a segment
+of the forward order where values are made, and the backward part where they
+are read or recomputed).  With everything outside fixed, the window is an
+independent small problem (:func:`extract_window`, :func:`window_kernel`):
 
-* *inputs*: instances computed before ``lo`` and read inside the window
-  (sources of the local graph, never recomputed there: their inputs are not
-  part of it);
-* *window nodes*: the values computed inside, in order of their first
-  computation there, with the edges their first computation reads;
-* a zero-byte *sink* that reads every value still needed after ``hi``
-  (its *exit set*), so that it is resident at the end;
-* *background*: the bytes of instances live across the whole window and not
-  read inside; the local budget is the budget minus the background.
+* *inputs*: instances computed before ``a0`` that the window reads, or that
+  are freed inside it or in the middle (sources of the local graph, never
+  recomputed there: their inputs are not part of it);
+* *window values*: the nodes computed in the ranges, in order of their first
+  computation there, with the edges their first computation reads; a value
+  made in the first range may be recomputed in the second (that is how a
+  window trades a checkpoint for a recomputation);
+* with a middle, a *junction* node between the ranges: it reads the local
+  instances the middle reads, and its bytes are the most memory the middle
+  holds besides the local instances; then the middle's instances read from
+  ``b0`` on (sources, fixed);
+* a zero-byte *sink* that reads every instance still needed after the window;
+* *background*: the bytes live across the whole window and not read in it;
+  the local budget is the budget minus the background.
 
 Why it is exact.  The minimal-memory plan frees an instance after its last
-reader.  Replace the window by any local sequence that computes every window
-node, keeps the exit set resident at its end and never recomputes an input:
-every instance computed before ``lo`` is still read last at the same place
-(inputs inside the window, the others outside), so memory before ``lo`` is
-unchanged; the values resident at ``hi`` are the same (background + exit
-set), so memory after ``hi`` is unchanged; inside, memory is background +
-the local sequence's memory.  So the full peak is within budget iff the
-local peak is within the local budget, and the cost changes by the local
-cost's change.  The one inexact case is a value whose instance from before
-the window is read inside *and* that is recomputed inside (its reads are
-split between the two instances); such windows are solved all the same and,
-as every move, checked on the whole sequence before acceptance (two
-``O(K)`` Numba passes, about a millisecond at 100k nodes).
+reader.  Replace the ranges by a local sequence that computes every window
+value, keeps the sink's reads resident at its end and never recomputes an
+input: every instance from before ``a0`` is still read last at the same
+place, so memory before ``a0`` is unchanged; the values resident after the
+window are the same, so memory after it is unchanged; inside the ranges,
+memory is the background plus the local sequence's memory.  In the middle,
+memory is at most the junction's (the local instances resident there are a
+subset of those resident at the junction, the rest is fixed), so one range
+is exact and two ranges are a safe restriction.  The one inexact case, a
+value read from an instance before the window (or the middle) and also
+computed inside, is avoided by ending the range before that computation.
+Every accepted move is also checked on the whole sequence (two ``O(K)``
+Numba passes, about a millisecond at 100k nodes) before it replaces the
+incumbent, and every plan handed out passes the simulator.
 
 Neighbourhoods (:func:`choose_window`): a window is centred on a position
 drawn with probability proportional to the cost of the recomputation there
-(windows without recomputations cannot improve: every window node is
-computed at least once), and each end moves to the position of least
-resident memory near it (low-byte boundaries: few inputs, a small exit
-set).  Local solves: the lifetime-splitting kernel from local keep-all
-(seeded noise), ruin and recreate of the window's recomputations, DTR
-eviction on the local graph, pruning; and, for windows small enough, the
-exact window model (:func:`hybrid_remat.exact.decompose.solve_window`, a
-staged SCIP model of the local problem warm started with the incumbent's
-window, node limit and deadline).
+(windows without recomputations cannot improve: every window value is
+computed at least once); half of the time, when that value was made far
+earlier, a second range is centred where it was made; each end moves to the
+position of least resident memory near it (low-byte boundaries: few inputs,
+a small exit set).  Local solves: pruning, ruin and recreate of the window's
+recomputations, the lifetime-splitting kernel from local keep-all (small
+windows) and DTR eviction on the local graph; and, for windows small
+enough, the exact window model
+(:func:`hybrid_remat.exact.decompose.solve_window`: the staged SCIP model of
+the local problem, every window value free, warm started with the
+incumbent's window, node limit and deadline).
 
 Examples
 --------
@@ -86,52 +96,112 @@ _INPUT_COST = 1e6
 
 
 @njit(cache=True)
-def window_kernel(seq, end, bytes_, pred_ptr, pred_idx, n, lo, hi):
-    """Classify the instances around the window ``[lo, hi)`` of ``seq``.
+def window_kernel(seq, end, mem_at, bytes_, pred_ptr, pred_idx, n, a0, a1, b0, b1):
+    """Classify the instances around the window ``[a0, a1) + [b0, b1)`` of
+    ``seq`` (the middle ``[a1, b0)`` stays fixed; ``a1 == b0``: one range).
 
-    ``end`` is :func:`~hybrid_remat.core.sequence.last_uses_kernel`'s
-    output for ``seq``.  Returns ``(read_pos, read_ptr, inputs, background)``:
-    for each window position ``q`` the positions of the instances its node
-    reads, ``read_pos[read_ptr[q - lo]:read_ptr[q - lo + 1]]`` (in
-    predecessor order); the positions before ``lo`` read inside the window
-    (sorted); and the bytes live across the whole window and not read in it.
+    ``end`` and ``mem_at`` are :func:`~hybrid_remat.core.sequence.sequence_profile_kernel`'s
+    outputs for ``seq``.  Returns ``(read_pos, read_ptr, pre, mid, jread,
+    background, junction)``: for the ``k``-th window position the positions
+    of the instances its node reads, ``read_pos[read_ptr[k]:read_ptr[k + 1]]``;
+    the positions before ``a0`` of the instances the local problem holds
+    (read in the window, or freed inside it or in the middle); the middle's
+    instances still needed from ``b0`` on; the positions before ``a1`` of
+    local instances the middle reads; the bytes live across the whole
+    window and not read in it; and the most memory the middle holds besides
+    the local instances (``0`` without a middle).
     """
     last = np.full(n, -1, dtype=np.int64)
-    for p in range(lo):
+    for p in range(a0):
         last[seq[p]] = p
-    W = hi - lo
+    W = (a1 - a0) + (b1 - b0)
     read_ptr = np.zeros(W + 1, dtype=np.int64)
     tot = 0
-    for q in range(lo, hi):
+    for q in range(a0, b1):
+        if a1 <= q < b0:
+            continue
         v = seq[q]
         tot += pred_ptr[v + 1] - pred_ptr[v]
     read_pos = np.empty(tot, dtype=np.int64)
-    marked = np.zeros(lo + 1, dtype=np.bool_)
+    marked = np.zeros(a0 + 1, dtype=np.bool_)
+    jmark = np.zeros(a1 + 1, dtype=np.bool_)
     k = 0
-    for q in range(lo, hi):
+    w = 0
+    for q in range(a0, b1):
         v = seq[q]
+        mid = a1 <= q < b0
         for j in range(pred_ptr[v], pred_ptr[v + 1]):
             r = last[pred_idx[j]]
+            if mid:
+                if 0 <= r < a1:
+                    jmark[r] = True
+                continue
             read_pos[k] = r
             k += 1
-            if 0 <= r < lo:
+            if 0 <= r < a0:
                 marked[r] = True
-        read_ptr[q - lo + 1] = k
+        if not mid:
+            w += 1
+            read_ptr[w] = k
         last[v] = q
-    n_in = 0
+    n_pre = 0
     background = 0
-    for p in range(lo):
-        if marked[p]:
-            n_in += 1
-        elif end[p] >= hi:
+    for p in range(a0):
+        if end[p] < a0:
+            continue
+        if marked[p] or jmark[p] or end[p] < b1:
+            n_pre += 1
+        else:
             background += bytes_[seq[p]]
-    inputs = np.empty(n_in, dtype=np.int64)
+    pre = np.empty(n_pre, dtype=np.int64)
     i = 0
-    for p in range(lo):
-        if marked[p]:
-            inputs[i] = p
+    for p in range(a0):
+        if end[p] >= a0 and (marked[p] or jmark[p] or end[p] < b1):
+            pre[i] = p
             i += 1
-    return read_pos, read_ptr, inputs, background
+    n_mid = 0
+    for q in range(a1, b0):
+        if end[q] >= b0:
+            n_mid += 1
+    mid_pos = np.empty(n_mid, dtype=np.int64)
+    i = 0
+    for q in range(a1, b0):
+        if end[q] >= b0:
+            mid_pos[i] = q
+            i += 1
+    n_j = 0
+    for p in range(a1):
+        if jmark[p]:
+            n_j += 1
+    jread = np.empty(n_j, dtype=np.int64)
+    i = 0
+    for p in range(a1):
+        if jmark[p]:
+            jread[i] = p
+            i += 1
+    junction = 0
+    if b0 > a1:
+        # the middle's memory besides the local instances (those computed before a1 and live into the middle)
+        diff = np.zeros(b0 - a1 + 1, dtype=np.int64)
+        for i in range(n_pre):
+            p = pre[i]
+            if end[p] >= a1:
+                diff[0] += bytes_[seq[p]]
+                diff[min(end[p], b0 - 1) - a1 + 1] -= bytes_[seq[p]]
+        for p in range(a0, a1):
+            if end[p] >= a1:
+                diff[0] += bytes_[seq[p]]
+                diff[min(end[p], b0 - 1) - a1 + 1] -= bytes_[seq[p]]
+        local = 0
+        for q in range(a1, b0):
+            local += diff[q - a1]
+            if mem_at[q] - local > junction:
+                junction = mem_at[q] - local
+    return read_pos, read_ptr, pre, mid_pos, jread, background, junction
+
+
+#: kinds of local nodes
+_VALUE, _PRE, _JUNCTION, _MID, _SINK = 0, 1, 2, 3, 4
 
 
 @dataclass
@@ -139,133 +209,206 @@ class LocalWindow:
     """The local problem of a window (see the module docstring).
 
     ``arrays`` is the local problem for the heuristic kernels (inputs cost
-    :data:`_INPUT_COST` times the largest cost); local node ``i < n_inputs``
-    is the input at position ``input_pos[i]``, ``n_inputs + j`` the window
-    value ``values[j]``, the last node the sink.  ``seq`` is the window as a
-    local sequence (inputs first, the sink last); ``cost`` its cost (window
-    positions only)."""
+    :data:`_INPUT_COST` times the largest cost).  Local nodes, in order:
+    the inputs from before the window (``n_inputs``), the values first
+    computed in the first range, the junction (a middle only), the middle's
+    instances read from ``b0`` on, the values first computed in the second
+    range, the sink; ``kind`` and ``real`` (the real node of a value, -1
+    else) describe them.  ``seq`` is the window as a local sequence; ``cost``
+    its cost (window positions only)."""
 
-    lo: int
-    hi: int
+    ranges: tuple
     arrays: GraphArrays
     n_inputs: int
-    input_pos: np.ndarray
-    values: np.ndarray
+    kind: np.ndarray
+    real: np.ndarray
+    first_second: int
     seq: np.ndarray
     cost: float
     background: int
     edges: np.ndarray
 
     @property
+    def lo(self) -> int:
+        return self.ranges[0]
+
+    @property
+    def hi(self) -> int:
+        return self.ranges[3]
+
+    @property
     def n_local(self) -> int:
         return self.arrays.n
 
     def local_cost(self, local_seq) -> float:
-        """Cost of a local sequence (its window part)."""
-        return float(self.arrays.cost[local_seq[(local_seq >= self.n_inputs) & (local_seq < self.n_local - 1)]].sum())
+        """Cost of a local sequence (its window values)."""
+        return float(self.arrays.cost[local_seq[self.kind[local_seq] == _VALUE]].sum())
 
     def normalise(self, local_seq):
-        """``local_seq`` with its inputs first, in order (they are resident
-        when the window starts), or ``None`` when it recomputes an input or
-        misses a window node or the sink."""
+        """``local_seq`` in the window's layout (inputs first, in order; the
+        junction once, the middle's instances right after it), or ``None``
+        when it recomputes an input, misses a node, or computes a value of the
+        second range before the junction."""
         if local_seq is None:
             return None
         local_seq = np.asarray(local_seq, dtype=np.int64)
-        ni = self.n_inputs
-        is_in = local_seq < ni
-        if int(is_in.sum()) != ni or np.unique(local_seq[is_in]).shape[0] != ni:
+        kinds = self.kind[local_seq]
+        fixed = kinds != _VALUE
+        if int(fixed.sum()) != int((self.kind != _VALUE).sum()) or np.unique(local_seq[fixed]).shape[0] != int(
+                fixed.sum()):
             return None
-        rest = local_seq[~is_in]
-        if np.bincount(rest - ni, minlength=self.n_local - ni).min() == 0:
+        vals = local_seq[~fixed]
+        if np.unique(vals).shape[0] != int((self.kind == _VALUE).sum()):
             return None
-        return np.concatenate([np.arange(ni, dtype=np.int64), rest])
-
-    def to_window(self, local_seq) -> np.ndarray:
-        """The real nodes of a local sequence's window part."""
-        inner = local_seq[(local_seq >= self.n_inputs) & (local_seq < self.n_local - 1)]
-        return self.values[inner - self.n_inputs]
-
-
-def extract_window(a: GraphArrays, seq, end, lo: int, hi: int) -> LocalWindow | None:
-    """The local problem of ``seq[lo:hi]`` (``None`` when the budget left
-    by the background is negative)."""
-    read_pos, read_ptr, input_pos, background = window_kernel(seq, end, a.bytes, a.pred_ptr, a.pred_idx, a.n,
-                                                              int(lo), int(hi))
-    win = seq[lo:hi]
-    values, first = np.unique(win, return_index=True)
-    conflict = np.isin(values, seq[input_pos])
-    if conflict.any():
-        # a value read from before the window and recomputed inside: end the window before that recomputation
-        # (fewer window values and inputs, so no new conflict; the local problem is then exact)
-        hi = lo + int(first[conflict].min())
-        if hi - lo < 2:
+        pre = np.flatnonzero(self.kind == _PRE)
+        mid = np.flatnonzero(self.kind == _MID)
+        sink = np.flatnonzero(self.kind == _SINK)
+        junction = np.flatnonzero(self.kind == _JUNCTION)
+        if junction.size == 0:
+            return np.concatenate([pre, vals, sink])
+        jpos = int(np.flatnonzero(local_seq == junction[0])[0])
+        before = local_seq[:jpos][kinds[:jpos] == _VALUE]
+        after = local_seq[jpos + 1:][kinds[jpos + 1:] == _VALUE]
+        if (before >= self.first_second).any() or (kinds[:jpos] == _MID).any():
             return None
-        read_pos, read_ptr, input_pos, background = window_kernel(seq, end, a.bytes, a.pred_ptr, a.pred_idx, a.n,
-                                                                  int(lo), int(hi))
-        win = seq[lo:hi]
+        return np.concatenate([pre, before, junction, mid, after, sink])
+
+    def parts(self, local_seq):
+        """The real nodes of a normalised local sequence: before and after the junction."""
+        kinds = self.kind[local_seq]
+        j = np.flatnonzero(kinds == _JUNCTION)
+        cut = int(j[0]) if j.size else local_seq.shape[0]
+        first = local_seq[:cut][kinds[:cut] == _VALUE]
+        second = local_seq[cut:][kinds[cut:] == _VALUE]
+        return self.real[first], self.real[second]
+
+
+def extract_window(a: GraphArrays, seq, end, mem_at, a0: int, a1: int, b0: int | None = None,
+                   b1: int | None = None) -> LocalWindow | None:
+    """The local problem of ``seq[a0:a1]`` (and ``seq[b0:b1]``, the middle
+    fixed); ``None`` when the budget left by the background is negative or
+    the ranges shrink to nothing."""
+    if b0 is None:
+        b0 = b1 = a1
+    for _ in range(4):
+        out = window_kernel(seq, end, mem_at, a.bytes, a.pred_ptr, a.pred_idx, a.n, int(a0), int(a1), int(b0),
+                            int(b1))
+        read_pos, read_ptr, pre, mid_pos, jread, background, junction = out
+        win_pos = np.concatenate([np.arange(a0, a1), np.arange(b0, b1)]).astype(np.int64)
+        win = seq[win_pos]
         values, first = np.unique(win, return_index=True)
+        clash = np.isin(values, np.concatenate([seq[pre], seq[mid_pos]]))
+        if not clash.any():
+            break
+        # a value whose instance from before (or from the middle) is read in the window and that is computed
+        # in it: end the range before that computation (the local problem is then exact)
+        f = int(win_pos[int(first[clash].min())])
+        if f < a1:
+            if a1 == b0:
+                a1 = b0 = b1 = f
+            else:
+                a1 = f
+        else:
+            b1 = f
+        if a1 - a0 < 1 or (b0 > a1 and b1 - b0 < 1):
+            return None
+    else:
+        return None
     local_budget = a.budget - int(background)
     if local_budget < 0:
         return None
     order = np.argsort(first, kind="stable")
     values, first = values[order], first[order]
-    ni, nv = input_pos.shape[0], values.shape[0]
-    n_loc = ni + nv + 1
-    # local id of the instance at each position that is read: inputs by position, window instances by value
-    val_id = {int(v): ni + j for j, v in enumerate(values.tolist())}
-    in_id = {int(p): i for i, p in enumerate(input_pos.tolist())}
+    n_first_a = int((first < (a1 - a0)).sum())
+    has_mid = b0 > a1
+    n_pre, n_mid = pre.shape[0], mid_pos.shape[0]
+    ids_a = n_pre + np.arange(n_first_a)
+    j_id = n_pre + n_first_a
+    mid0 = j_id + (1 if has_mid else 0)
+    first_second = mid0 + n_mid
+    ids_b = first_second + np.arange(values.shape[0] - n_first_a)
+    sink = first_second + values.shape[0] - n_first_a
+    n_loc = sink + 1
+    val_id = dict(zip(values.tolist(), np.concatenate([ids_a, ids_b]).tolist()))
+    pre_id = {int(p): i for i, p in enumerate(pre.tolist())}
+    mid_id = {int(q): mid0 + i for i, q in enumerate(mid_pos.tolist())}
+
+    def inst_id(r):
+        if r < a0:
+            return pre_id[r]
+        if a1 <= r < b0:
+            return mid_id[r]
+        return val_id[int(seq[r])]
+
     src, dst = [], []
-    for j, q in enumerate(first.tolist()):
-        for r in read_pos[read_ptr[q]:read_ptr[q + 1]].tolist():
-            src.append(in_id[r] if r < lo else val_id[int(seq[r])])
-            dst.append(ni + j)
-    sink = n_loc - 1
-    for i, p in enumerate(input_pos.tolist()):
-        if end[p] >= hi:
-            src.append(i)
+    for k in first.tolist():
+        me = val_id[int(win[k])]
+        for r in read_pos[read_ptr[k]:read_ptr[k + 1]].tolist():
+            src.append(inst_id(r))
+            dst.append(me)
+    for r in jread.tolist():
+        src.append(inst_id(r))
+        dst.append(j_id)
+    for p in pre.tolist():
+        if end[p] >= b1:
+            src.append(pre_id[p])
             dst.append(sink)
-    exit_q = np.flatnonzero(end[lo:hi] >= hi)
-    for q in exit_q.tolist():
-        src.append(val_id[int(win[q])])
+    for q in mid_pos.tolist():
+        if end[q] >= b1:
+            src.append(mid_id[q])
+            dst.append(sink)
+    for k in np.flatnonzero(end[win_pos] >= b1).tolist():
+        src.append(val_id[int(win[k])])
         dst.append(sink)
     src_a, dst_a = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     if src_a.size:
         e = np.unique(np.stack([src_a, dst_a], axis=1), axis=0)
         src_a, dst_a = e[:, 0].copy(), e[:, 1].copy()
-    bytes_loc = np.concatenate([a.bytes[seq[input_pos]], a.bytes[values], [0]]).astype(np.int64)
+    kind = np.full(n_loc, _VALUE, dtype=np.int8)
+    kind[:n_pre] = _PRE
+    if has_mid:
+        kind[j_id] = _JUNCTION
+    kind[mid0:mid0 + n_mid] = _MID
+    kind[sink] = _SINK
+    real = np.full(n_loc, -1, dtype=np.int64)
+    real[ids_a] = values[:n_first_a]
+    real[ids_b] = values[n_first_a:]
+    bytes_loc = np.zeros(n_loc, dtype=np.int64)
+    bytes_loc[:n_pre] = a.bytes[seq[pre]]
+    bytes_loc[mid0:mid0 + n_mid] = a.bytes[seq[mid_pos]]
+    bytes_loc[kind == _VALUE] = a.bytes[real[kind == _VALUE]]
+    if has_mid:
+        bytes_loc[j_id] = int(junction)
     big = _INPUT_COST * max(1.0, float(a.cost.max()) if a.cost.size else 1.0)
-    cost_loc = np.concatenate([np.full(ni, big), a.cost[values], [0.0]]).astype(np.float64)
+    cost_loc = np.zeros(n_loc, dtype=np.float64)
+    cost_loc[(kind == _PRE) | (kind == _MID)] = big
+    cost_loc[kind == _VALUE] = a.cost[real[kind == _VALUE]]
     pred_ptr, pred_idx = csr_from_edges(n_loc, dst_a, src_a)
     succ_ptr, succ_idx = csr_from_edges(n_loc, src_a, dst_a)
     arrays = GraphArrays(bytes=bytes_loc, cost=cost_loc, pred_ptr=pred_ptr, pred_idx=pred_idx, succ_ptr=succ_ptr,
                          succ_idx=succ_idx, budget=int(local_budget), device=a.device,
                          phase=np.zeros(n_loc, dtype=np.int8))
-    loc_of_val = np.fromiter((val_id[int(v)] for v in win.tolist()), dtype=np.int64, count=win.shape[0])
-    local_seq = np.concatenate([np.arange(ni, dtype=np.int64), loc_of_val, [sink]]).astype(np.int64)
-    return LocalWindow(int(lo), int(hi), arrays, ni, input_pos, values, local_seq, float(a.cost[win].sum()),
-                       int(background), np.stack([src_a, dst_a], axis=1) if src_a.size else np.zeros((0, 2), np.int64))
+    loc_a = np.fromiter((val_id[int(v)] for v in seq[a0:a1].tolist()), dtype=np.int64, count=a1 - a0)
+    loc_b = np.fromiter((val_id[int(v)] for v in seq[b0:b1].tolist()), dtype=np.int64, count=b1 - b0)
+    middle = np.concatenate([[j_id], np.arange(mid0, mid0 + n_mid)]) if has_mid else np.zeros(0, np.int64)
+    local_seq = np.concatenate([np.arange(n_pre), loc_a, middle, loc_b, [sink]]).astype(np.int64)
+    edges = np.stack([src_a, dst_a], axis=1) if src_a.size else np.zeros((0, 2), np.int64)
+    return LocalWindow((int(a0), int(a1), int(b0), int(b1)), arrays, n_pre, kind, real, int(first_second),
+                       local_seq, float(a.cost[win].sum()), int(background), edges)
 
 
 def splice(seq, window: LocalWindow, local_seq) -> np.ndarray:
-    """``seq`` with its window replaced by ``local_seq``'s window part."""
-    return np.concatenate([seq[:window.lo], window.to_window(local_seq), seq[window.hi:]])
+    """``seq`` with its window replaced by ``local_seq``'s (normalised) values."""
+    a0, a1, b0, b1 = window.ranges
+    first, second = window.parts(local_seq)
+    return np.concatenate([seq[:a0], first, seq[a1:b0], second, seq[b1:]])
 
 
-def choose_window(rng, cost, seq, recomputed, mem_at, *, length: int | None = None):
-    """``(lo, hi)``: a window around a recomputation drawn by cost, its ends
-    moved to the least resident memory within a quarter length; ``None``
-    when the sequence recomputes nothing."""
-    K = seq.shape[0]
-    rec = np.flatnonzero(recomputed)
-    if rec.size == 0:
-        return None
-    w = cost[seq[rec]] + 1e-12
-    centre = int(rng.choice(rec, p=w / w.sum()))
-    lo_w, hi_w = WINDOW_POSITIONS
-    if length is None:
-        length = int(np.exp(rng.uniform(np.log(lo_w), np.log(hi_w))))
+def _around(rng, K, centre, length, mem_at):
+    """``(lo, hi)`` of about ``length`` positions holding ``centre``, each end
+    moved to the least resident memory within a quarter length."""
     length = max(2, min(K, int(length)))
-    lo = max(0, centre - int(rng.integers(1, length)))
+    lo = max(0, centre - int(rng.integers(0, length)))
     hi = min(K, lo + length)
     slack = max(1, length // 4)
 
@@ -275,11 +418,38 @@ def choose_window(rng, cost, seq, recomputed, mem_at, *, length: int | None = No
             return x
         return a_ + int(np.argmin(mem_at[a_:b_]))
 
-    lo2 = low_point(lo, lo - slack, min(lo + slack, centre)) if lo > 0 else 0
-    hi2 = low_point(hi - 1, max(hi - slack, centre + 1), hi + slack) + 1 if hi < K else K
-    if hi2 - lo2 < 2:
+    lo2 = low_point(lo, lo - slack, min(lo + slack, centre + 1)) if lo > 0 else 0
+    hi2 = low_point(hi - 1, max(hi - slack, centre), hi + slack) + 1 if hi < K else K
+    if hi2 - lo2 < 2 or not lo2 <= centre < hi2:
         return lo, hi
     return lo2, hi2
+
+
+def choose_window(rng, cost, seq, recomputed, mem_at, *, length: int | None = None, pair: float = 0.5):
+    """A window around a recomputation drawn by cost, its ends at low
+    resident memory: ``(lo, hi)``, or with probability ``pair`` (when the
+    recomputed value was first computed far earlier) ``(a0, a1, b0, b1)``,
+    a second range around that first computation (the segment of the
+    forward order where the value is made and its backward part where it is
+    recomputed); ``None`` when the sequence recomputes nothing."""
+    K = seq.shape[0]
+    rec = np.flatnonzero(recomputed)
+    if rec.size == 0:
+        return None
+    w = cost[seq[rec]] + 1e-12
+    centre = int(rng.choice(rec, p=w / w.sum()))
+    lo_w, hi_w = WINDOW_POSITIONS
+    if length is None:
+        length = int(np.exp(rng.uniform(np.log(lo_w), np.log(hi_w))))
+    if rng.random() < pair:
+        made = int(np.flatnonzero(seq[:centre] == seq[centre])[0])
+        half = max(2, length // 2)
+        if centre - made > 2 * half:
+            a0, a1 = _around(rng, K, made, half, mem_at)
+            b0, b1 = _around(rng, K, centre, half, mem_at)
+            if a1 < b0:
+                return a0, a1, b0, b1
+    return _around(rng, K, centre, length, mem_at)
 
 
 class SegmentSearch:
@@ -334,7 +504,7 @@ class SegmentSearch:
         if win is None:
             return False
         self.stats["moves"] += 1
-        local = extract_window(self.a, self.seq, self.end, *win)
+        local = extract_window(self.a, self.seq, self.end, self.mem_at, *win)
         if local is None:
             return False
         cands = self._local_candidates(local, meter)
@@ -356,13 +526,14 @@ class SegmentSearch:
 
         meter = meter or WorkMeter()
         side = int(np.sqrt(EXACT_ITEMS / 8.0))
+        # one range only: the exact model is not given a junction node (a sink with a large size)
         win = choose_window(self.rng, self.a.cost, self.seq, self.recomputed, self.mem_at,
-                            length=int(self.rng.integers(max(4, side // 3), side)))
+                            length=int(self.rng.integers(max(4, side // 4), max(5, side // 2))), pair=0.0)
         if win is None:
             return False
         self.stats["exact"] += 1
-        local = extract_window(self.a, self.seq, self.end, *win)
-        if local is None or 8 * local.n_local ** 2 > 2 * EXACT_ITEMS:
+        local = extract_window(self.a, self.seq, self.end, self.mem_at, *win)
+        if local is None or 8 * local.n_local ** 2 > EXACT_ITEMS:
             return False
         lim = limits if limits is not None else Limits(nodes=200)
         cand = exact_window(local, limits=lim)
@@ -415,15 +586,17 @@ def exact_window(local: LocalWindow, *, limits=None):
     from ..problem import Problem
 
     la = local.arrays
-    ni = local.n_inputs
+    if (local.kind == _JUNCTION).any():
+        return None
     cost = la.cost.copy()
-    cost[:ni] = 0.0  # fixed in the model; a huge constant would only spoil the objective's scale
+    cost[local.kind != _VALUE] = 0.0  # fixed in the model; a huge constant would only spoil the objective's scale
+    active = np.ones(local.seq.shape[0], dtype=np.bool_)
+    if sequence_peak_kernel(local.seq, active, la.bytes, la.pred_ptr, la.pred_idx) > la.budget:
+        return None  # the model is warm started from the incumbent's window: it must fit (see the junction)
     g = Graph.from_arrays(la.bytes, [tuple(e) for e in local.edges.tolist()], {"cost": cost}, name="window")
     p = Problem.single(g, int(la.budget))
-    plan, peak = minimal_plan(g, local.seq, p.primary.name)
-    if peak > la.budget:
-        return None
-    free = np.arange(ni, la.n - 1)
+    plan, _ = minimal_plan(g, local.seq, p.primary.name)
+    free = np.flatnonzero(local.kind == _VALUE)
     better, _ = solve_window(p, plan, free, limits=limits)
     if better is plan:
         return None
