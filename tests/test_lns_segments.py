@@ -58,9 +58,9 @@ def test_a_window_is_an_exact_local_problem(seed):
         ni, na = local.n_inputs, a1 - a0
         assert np.array_equal(loc_mem[ni:ni + na] + local.background, mem_at[a0:a1])
         if b0 > a1:
-            n_mid = int((local.kind == 3).sum())
-            assert loc_mem[ni + na] + local.background >= mem_at[a1:b0].max()
-            second = ni + na + 1 + n_mid
+            n_mid, n_j = int((local.kind == 3).sum()), int((local.kind == 2).sum())
+            assert loc_mem[ni + na:ni + na + n_j].max() + local.background == mem_at[a1:b0].max()
+            second = ni + na + n_j + n_mid
             assert np.array_equal(loc_mem[second:second + b1 - b0] + local.background, mem_at[b0:b1])
         assert np.array_equal(splice(seq, local, local.seq), seq)
         norm = local.normalise(local.seq)

@@ -15,10 +15,12 @@ independent small problem (:func:`extract_window`, :func:`window_kernel`):
   computation there, with the edges their first computation reads; a value
   made in the first range may be recomputed in the second (that is how a
   window trades a checkpoint for a recomputation);
-* with a middle, a *junction* node between the ranges: it reads the local
-  instances the middle reads, and its bytes are the most memory the middle
-  holds besides the local instances; then the middle's instances read from
-  ``b0`` on (sources, fixed);
+* with a middle, *junction* nodes between the ranges, one per stretch of the
+  middle that ends at the last middle read of a local instance: each reads
+  the local instances the middle still reads after its stretch starts, and
+  its bytes are the most memory the middle holds in its stretch besides the
+  local instances; then the middle's instances read from ``b0`` on
+  (sources, fixed);
 * a zero-byte *sink* that reads every instance still needed after the window;
 * *background*: the bytes live across the whole window and not read in it;
   the local budget is the budget minus the background.
@@ -30,9 +32,11 @@ input: every instance from before ``a0`` is still read last at the same
 place, so memory before ``a0`` is unchanged; the values resident after the
 window are the same, so memory after it is unchanged; inside the ranges,
 memory is the background plus the local sequence's memory.  In the middle,
-memory is at most the junction's (the local instances resident there are a
-subset of those resident at the junction, the rest is fixed), so one range
-is exact and two ranges are a safe restriction.  The one inexact case, a
+memory at a position is at most its stretch's junction's (the local
+instances resident there are those the junction reads or that stay resident
+across it, the rest is fixed), with equality for the incumbent: one range is
+exact and two ranges are a safe restriction (exact up to the maximum over a
+stretch).  The one inexact case, a
 value read from an instance before the window (or the middle) and also
 computed inside, is avoided by ending the range before that computation.
 Every accepted move is also checked on the whole sequence (two ``O(K)``
@@ -102,14 +106,14 @@ def window_kernel(seq, end, mem_at, bytes_, pred_ptr, pred_idx, n, a0, a1, b0, b
 
     ``end`` and ``mem_at`` are :func:`~hybrid_remat.core.sequence.sequence_profile_kernel`'s
     outputs for ``seq``.  Returns ``(read_pos, read_ptr, pre, mid, jread,
-    background, junction)``: for the ``k``-th window position the positions
+    jlast, background, base)``: for the ``k``-th window position the positions
     of the instances its node reads, ``read_pos[read_ptr[k]:read_ptr[k + 1]]``;
     the positions before ``a0`` of the instances the local problem holds
     (read in the window, or freed inside it or in the middle); the middle's
     instances still needed from ``b0`` on; the positions before ``a1`` of
-    local instances the middle reads; the bytes live across the whole
-    window and not read in it; and the most memory the middle holds besides
-    the local instances (``0`` without a middle).
+    local instances the middle reads and the middle's last reader of each;
+    the bytes live across the whole window and not read in it; and the
+    memory at each middle position besides the local instances.
     """
     last = np.full(n, -1, dtype=np.int64)
     for p in range(a0):
@@ -125,6 +129,7 @@ def window_kernel(seq, end, mem_at, bytes_, pred_ptr, pred_idx, n, a0, a1, b0, b
     read_pos = np.empty(tot, dtype=np.int64)
     marked = np.zeros(a0 + 1, dtype=np.bool_)
     jmark = np.zeros(a1 + 1, dtype=np.bool_)
+    jlast = np.full(a1 + 1, -1, dtype=np.int64)
     k = 0
     w = 0
     for q in range(a0, b1):
@@ -135,6 +140,7 @@ def window_kernel(seq, end, mem_at, bytes_, pred_ptr, pred_idx, n, a0, a1, b0, b
             if mid:
                 if 0 <= r < a1:
                     jmark[r] = True
+                    jlast[r] = q
                 continue
             read_pos[k] = r
             k += 1
@@ -174,12 +180,14 @@ def window_kernel(seq, end, mem_at, bytes_, pred_ptr, pred_idx, n, a0, a1, b0, b
         if jmark[p]:
             n_j += 1
     jread = np.empty(n_j, dtype=np.int64)
+    jlast_out = np.empty(n_j, dtype=np.int64)
     i = 0
     for p in range(a1):
         if jmark[p]:
             jread[i] = p
+            jlast_out[i] = jlast[p]
             i += 1
-    junction = 0
+    base = np.zeros(b0 - a1, dtype=np.int64)
     if b0 > a1:
         # the middle's memory besides the local instances (those computed before a1 and live into the middle)
         diff = np.zeros(b0 - a1 + 1, dtype=np.int64)
@@ -195,9 +203,8 @@ def window_kernel(seq, end, mem_at, bytes_, pred_ptr, pred_idx, n, a0, a1, b0, b
         local = 0
         for q in range(a1, b0):
             local += diff[q - a1]
-            if mem_at[q] - local > junction:
-                junction = mem_at[q] - local
-    return read_pos, read_ptr, pre, mid_pos, jread, background, junction
+            base[q - a1] = mem_at[q] - local
+    return read_pos, read_ptr, pre, mid_pos, jread, jlast_out, background, base
 
 
 #: kinds of local nodes
@@ -266,9 +273,12 @@ class LocalWindow:
         junction = np.flatnonzero(self.kind == _JUNCTION)
         if junction.size == 0:
             return np.concatenate([pre, vals, sink])
-        jpos = int(np.flatnonzero(local_seq == junction[0])[0])
+        at = np.flatnonzero(kinds == _JUNCTION)
+        if not np.array_equal(local_seq[at], junction) or at[-1] - at[0] != junction.size - 1:
+            return None  # the junctions in order, nothing between them (the middle is fixed)
+        jpos, jend = int(at[0]), int(at[-1]) + 1
         before = local_seq[:jpos][kinds[:jpos] == _VALUE]
-        after = local_seq[jpos + 1:][kinds[jpos + 1:] == _VALUE]
+        after = local_seq[jend:][kinds[jend:] == _VALUE]
         if (before >= self.first_second).any() or (kinds[:jpos] == _MID).any():
             return None
         return np.concatenate([pre, before, junction, mid, after, sink])
@@ -293,7 +303,7 @@ def extract_window(a: GraphArrays, seq, end, mem_at, a0: int, a1: int, b0: int |
     for _ in range(4):
         out = window_kernel(seq, end, mem_at, a.bytes, a.pred_ptr, a.pred_idx, a.n, int(a0), int(a1), int(b0),
                             int(b1))
-        read_pos, read_ptr, pre, mid_pos, jread, background, junction = out
+        read_pos, read_ptr, pre, mid_pos, jread, jlast, background, base = out
         win_pos = np.concatenate([np.arange(a0, a1), np.arange(b0, b1)]).astype(np.int64)
         win = seq[win_pos]
         values, first = np.unique(win, return_index=True)
@@ -324,7 +334,18 @@ def extract_window(a: GraphArrays, seq, end, mem_at, a0: int, a1: int, b0: int |
     n_pre, n_mid = pre.shape[0], mid_pos.shape[0]
     ids_a = n_pre + np.arange(n_first_a)
     j_id = n_pre + n_first_a
-    mid0 = j_id + (1 if has_mid else 0)
+    # junctions: one per stretch of the middle ending at a last read of a local instance (and one after the last
+    # such read), each as large as the most the middle holds besides the local instances in its stretch
+    cuts = np.unique(jlast) - a1 if has_mid else np.zeros(0, np.int64)
+    if has_mid:
+        bounds = np.concatenate([[0], cuts + 1])
+        bounds = bounds[bounds < base.shape[0]]
+        j_bytes = np.maximum.reduceat(base, bounds) - int(background)  # the background is counted apart
+        j_end = np.concatenate([bounds[1:] - 1, [base.shape[0] - 1]])  # last middle offset of each stretch
+    else:
+        j_bytes = j_end = np.zeros(0, np.int64)
+    n_j = j_bytes.shape[0]
+    mid0 = j_id + n_j
     first_second = mid0 + n_mid
     ids_b = first_second + np.arange(values.shape[0] - n_first_a)
     sink = first_second + values.shape[0] - n_first_a
@@ -346,9 +367,10 @@ def extract_window(a: GraphArrays, seq, end, mem_at, a0: int, a1: int, b0: int |
         for r in read_pos[read_ptr[k]:read_ptr[k + 1]].tolist():
             src.append(inst_id(r))
             dst.append(me)
-    for r in jread.tolist():
+    for r, last_read in zip(jread.tolist(), jlast.tolist()):
+        # read by the junction of the stretch that holds its last middle read: resident up to there
         src.append(inst_id(r))
-        dst.append(j_id)
+        dst.append(j_id + int(np.searchsorted(j_end, last_read - a1)))
     for p in pre.tolist():
         if end[p] >= b1:
             src.append(pre_id[p])
@@ -366,8 +388,7 @@ def extract_window(a: GraphArrays, seq, end, mem_at, a0: int, a1: int, b0: int |
         src_a, dst_a = e[:, 0].copy(), e[:, 1].copy()
     kind = np.full(n_loc, _VALUE, dtype=np.int8)
     kind[:n_pre] = _PRE
-    if has_mid:
-        kind[j_id] = _JUNCTION
+    kind[j_id:j_id + n_j] = _JUNCTION
     kind[mid0:mid0 + n_mid] = _MID
     kind[sink] = _SINK
     real = np.full(n_loc, -1, dtype=np.int64)
@@ -377,8 +398,7 @@ def extract_window(a: GraphArrays, seq, end, mem_at, a0: int, a1: int, b0: int |
     bytes_loc[:n_pre] = a.bytes[seq[pre]]
     bytes_loc[mid0:mid0 + n_mid] = a.bytes[seq[mid_pos]]
     bytes_loc[kind == _VALUE] = a.bytes[real[kind == _VALUE]]
-    if has_mid:
-        bytes_loc[j_id] = int(junction)
+    bytes_loc[j_id:j_id + n_j] = j_bytes
     big = _INPUT_COST * max(1.0, float(a.cost.max()) if a.cost.size else 1.0)
     cost_loc = np.zeros(n_loc, dtype=np.float64)
     cost_loc[(kind == _PRE) | (kind == _MID)] = big
@@ -390,7 +410,7 @@ def extract_window(a: GraphArrays, seq, end, mem_at, a0: int, a1: int, b0: int |
                          phase=np.zeros(n_loc, dtype=np.int8))
     loc_a = np.fromiter((val_id[int(v)] for v in seq[a0:a1].tolist()), dtype=np.int64, count=a1 - a0)
     loc_b = np.fromiter((val_id[int(v)] for v in seq[b0:b1].tolist()), dtype=np.int64, count=b1 - b0)
-    middle = np.concatenate([[j_id], np.arange(mid0, mid0 + n_mid)]) if has_mid else np.zeros(0, np.int64)
+    middle = np.arange(j_id, mid0 + n_mid, dtype=np.int64)
     local_seq = np.concatenate([np.arange(n_pre), loc_a, middle, loc_b, [sink]]).astype(np.int64)
     edges = np.stack([src_a, dst_a], axis=1) if src_a.size else np.zeros((0, 2), np.int64)
     return LocalWindow((int(a0), int(a1), int(b0), int(b1)), arrays, n_pre, kind, real, int(first_second),
