@@ -66,11 +66,12 @@ FIRST_START_WORK = 200_000
 _SPLIT_SECONDS_PER_N18 = 7.6e-8  # a lifetime-splitting run takes about 7.6e-8 n^1.8 s (LifetimeSplit.predict_seconds)
 _FLOOR_SECONDS = 0.01  # about what FIRST_START_WORK buys
 #: window moves (lns_segments): half of LNS's moves; from WINDOWS_NODES nodes with a deadline (a global move
-#: re-reads the whole sequence per split: seconds at 100k nodes) half of the time instead, and the deterministic
+#: re-reads the whole sequence per split: seconds at 100k nodes) _WINDOW_TIME of the time instead, and the deterministic
 #: starts of a search from a plan at most _STARTS_SHARE of the time
 _WINDOW_SHARE = 0.5
 WINDOWS_NODES = 5_000
 _STARTS_SHARE = 0.5
+_WINDOW_TIME = 0.75
 #: every _EXACT_EVERY-th window move is solved by the exact window model (SCIP), with a node limit and at
 #: most _EXACT_MAX_S seconds
 _EXACT_EVERY = 10
@@ -229,8 +230,9 @@ class LocalSearch(Improver):
                 if inc is not None:
                     best_seq, best_cost = inc
                     reported["cost"] = min(reported["cost"], best_cost)  # the portfolio has it already
-            if by_time:  # large graphs: window and global moves get equal time (a global move costs O(n))
-                window_move = best_seq is not None and spent_s["windows"] <= spent_s["global"]
+            if by_time:  # large graphs: window moves get _WINDOW_TIME of the moves' time (a global move costs O(n))
+                window_move = best_seq is not None and (
+                    spent_s["windows"] * (1.0 - _WINDOW_TIME) <= spent_s["global"] * _WINDOW_TIME)
             else:
                 window_move = bool(seg_share) and best_seq is not None and seg_rng.random() < seg_share
             t_move = time.perf_counter()
