@@ -10,13 +10,13 @@ from hybrid_remat.core.sequence import sequence_profile_kernel
 from hybrid_remat.generators import random_layered
 from hybrid_remat.heuristics import local_search
 from hybrid_remat.heuristics.common import GraphArrays, WorkMeter, finish, sequence_of_plan
+from hybrid_remat.heuristics.lns_kernels import window_kernel
 from hybrid_remat.heuristics.lns_segments import (
     SegmentSearch,
     choose_window,
     exact_window,
     extract_window,
     splice,
-    window_kernel,
 )
 from hybrid_remat.heuristics.local_search import LNS, LocalSearch
 from hybrid_remat.limits import Limits

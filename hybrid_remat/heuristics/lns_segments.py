@@ -6,7 +6,7 @@ A *window* is a range ``[a0, a1)`` of its positions, or two ranges
 ``[a0, a1)`` and ``[b0, b1)`` with the *middle* ``[a1, b0)`` fixed (a segment
 of the forward order where values are made, and the backward part where they
 are read or recomputed).  With everything outside fixed, the window is an
-independent small problem (:func:`extract_window`, :func:`window_kernel`):
+independent small problem (:func:`extract_window`, :func:`~.lns_kernels.window_kernel`):
 
 * *inputs*: instances computed before ``a0`` that the window reads, or that
   are freed inside it or in the middle (sources of the local graph, never
@@ -59,14 +59,13 @@ incumbent's window, node limit and deadline).
 
 Examples
 --------
->>> import numpy as np
 >>> from hybrid_remat.generators import random_layered
 >>> from hybrid_remat.problem import Problem
->>> from hybrid_remat.heuristics.common import GraphArrays, run_executor
->>> p = Problem.single(random_layered(80, seed=2), "60%")
+>>> from hybrid_remat.heuristics.common import GraphArrays, sequence_of_plan
+>>> from hybrid_remat.heuristics.local_search import LocalSearch
+>>> p = Problem.single(random_layered(80, seed=2), "90%")
 >>> a = GraphArrays.from_problem(p)
->>> res = run_executor(a, score="dtr_eq")
->>> search = SegmentSearch(a, res.seq, seed=0)
+>>> search = SegmentSearch(a, sequence_of_plan(LocalSearch(max_iters=2).run(p)), seed=0)
 >>> c0 = search.cost
 >>> for _ in range(20):
 ...     _ = search.step()
@@ -79,14 +78,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from ..core.sequence import sequence_peak_kernel, sequence_profile_kernel
 from ..graph import csr_from_edges
 from .common import GraphArrays, WorkMeter, run_executor
 from .lifetime_split import ruin_and_recreate, split_sequence
+from .lns_kernels import window_kernel
 
-__all__ = ["LocalWindow", "window_kernel", "extract_window", "splice", "choose_window", "SegmentSearch",
+__all__ = ["LocalWindow", "extract_window", "splice", "choose_window", "SegmentSearch",
            "WINDOW_POSITIONS", "EXACT_ITEMS"]
 
 #: window lengths (positions) drawn log-uniformly in this range (capped by the sequence)
@@ -97,114 +96,6 @@ EXACT_ITEMS = 40_000
 _FRESH_SPLIT_NODES = 600
 #: cost of an input in the local heuristic problem, in multiples of the largest cost (never worth recomputing)
 _INPUT_COST = 1e6
-
-
-@njit(cache=True)
-def window_kernel(seq, end, mem_at, bytes_, pred_ptr, pred_idx, n, a0, a1, b0, b1):
-    """Classify the instances around the window ``[a0, a1) + [b0, b1)`` of
-    ``seq`` (the middle ``[a1, b0)`` stays fixed; ``a1 == b0``: one range).
-
-    ``end`` and ``mem_at`` are :func:`~hybrid_remat.core.sequence.sequence_profile_kernel`'s
-    outputs for ``seq``.  Returns ``(read_pos, read_ptr, pre, mid, jread,
-    jlast, background, base)``: for the ``k``-th window position the positions
-    of the instances its node reads, ``read_pos[read_ptr[k]:read_ptr[k + 1]]``;
-    the positions before ``a0`` of the instances the local problem holds
-    (read in the window, or freed inside it or in the middle); the middle's
-    instances still needed from ``b0`` on; the positions before ``a1`` of
-    local instances the middle reads and the middle's last reader of each;
-    the bytes live across the whole window and not read in it; and the
-    memory at each middle position besides the local instances.
-    """
-    last = np.full(n, -1, dtype=np.int64)
-    for p in range(a0):
-        last[seq[p]] = p
-    W = (a1 - a0) + (b1 - b0)
-    read_ptr = np.zeros(W + 1, dtype=np.int64)
-    tot = 0
-    for q in range(a0, b1):
-        if a1 <= q < b0:
-            continue
-        v = seq[q]
-        tot += pred_ptr[v + 1] - pred_ptr[v]
-    read_pos = np.empty(tot, dtype=np.int64)
-    marked = np.zeros(a0 + 1, dtype=np.bool_)
-    jmark = np.zeros(a1 + 1, dtype=np.bool_)
-    jlast = np.full(a1 + 1, -1, dtype=np.int64)
-    k = 0
-    w = 0
-    for q in range(a0, b1):
-        v = seq[q]
-        mid = a1 <= q < b0
-        for j in range(pred_ptr[v], pred_ptr[v + 1]):
-            r = last[pred_idx[j]]
-            if mid:
-                if 0 <= r < a1:
-                    jmark[r] = True
-                    jlast[r] = q
-                continue
-            read_pos[k] = r
-            k += 1
-            if 0 <= r < a0:
-                marked[r] = True
-        if not mid:
-            w += 1
-            read_ptr[w] = k
-        last[v] = q
-    n_pre = 0
-    background = 0
-    for p in range(a0):
-        if end[p] < a0:
-            continue
-        if marked[p] or jmark[p] or end[p] < b1:
-            n_pre += 1
-        else:
-            background += bytes_[seq[p]]
-    pre = np.empty(n_pre, dtype=np.int64)
-    i = 0
-    for p in range(a0):
-        if end[p] >= a0 and (marked[p] or jmark[p] or end[p] < b1):
-            pre[i] = p
-            i += 1
-    n_mid = 0
-    for q in range(a1, b0):
-        if end[q] >= b0:
-            n_mid += 1
-    mid_pos = np.empty(n_mid, dtype=np.int64)
-    i = 0
-    for q in range(a1, b0):
-        if end[q] >= b0:
-            mid_pos[i] = q
-            i += 1
-    n_j = 0
-    for p in range(a1):
-        if jmark[p]:
-            n_j += 1
-    jread = np.empty(n_j, dtype=np.int64)
-    jlast_out = np.empty(n_j, dtype=np.int64)
-    i = 0
-    for p in range(a1):
-        if jmark[p]:
-            jread[i] = p
-            jlast_out[i] = jlast[p]
-            i += 1
-    base = np.zeros(b0 - a1, dtype=np.int64)
-    if b0 > a1:
-        # the middle's memory besides the local instances (those computed before a1 and live into the middle)
-        diff = np.zeros(b0 - a1 + 1, dtype=np.int64)
-        for i in range(n_pre):
-            p = pre[i]
-            if end[p] >= a1:
-                diff[0] += bytes_[seq[p]]
-                diff[min(end[p], b0 - 1) - a1 + 1] -= bytes_[seq[p]]
-        for p in range(a0, a1):
-            if end[p] >= a1:
-                diff[0] += bytes_[seq[p]]
-                diff[min(end[p], b0 - 1) - a1 + 1] -= bytes_[seq[p]]
-        local = 0
-        for q in range(a1, b0):
-            local += diff[q - a1]
-            base[q - a1] = mem_at[q] - local
-    return read_pos, read_ptr, pre, mid_pos, jread, jlast_out, background, base
 
 
 #: kinds of local nodes
@@ -482,10 +373,6 @@ class SegmentSearch:
     seq : array of int
         A compute sequence whose minimal-memory plan fits ``a.budget``.
     seed : int
-    exact : bool
-        Also solve small windows with the exact window model (SCIP).
-    problem : Problem, optional
-        Needed for the exact model's device name only (defaults from ``a``).
 
     Attributes
     ----------
@@ -493,10 +380,9 @@ class SegmentSearch:
     stats : dict of counters (moves, improved, exact, exact_improved, rejected)
     """
 
-    def __init__(self, a: GraphArrays, seq, *, seed: int = 0, exact: bool = True):
+    def __init__(self, a: GraphArrays, seq, *, seed: int = 0):
         self.a = a
         self.rng = np.random.default_rng(seed)
-        self.exact = bool(exact)
         self.stats = {"moves": 0, "improved": 0, "exact": 0, "exact_improved": 0, "rejected": 0}
         self.reset(seq)
 

@@ -23,7 +23,17 @@ the simulator.
   searches from no plan.
 * ``lns`` (:class:`LNS`): the same moves until its limits are spent, and
   with ``shared`` (capability ``"shares_incumbent"``) it restarts from the
-  portfolio's incumbent whenever that is better than its own best.
+  portfolio's incumbent whenever that is better than its own best.  Half of
+  its moves are *window moves* (:mod:`.lns_segments`): one window of the
+  best sequence (one range, or a value's making and its recomputation with
+  the middle fixed) re-solved as an exact local problem, by the heuristic
+  kernels and every tenth time by the exact window model (SCIP, node
+  limit), at a cost proportional to the window plus two ``O(n)`` Numba
+  passes for the full check.  From :data:`WINDOWS_NODES` nodes with a
+  deadline (a global move re-reads the whole sequence once per split), the
+  deterministic starts of a search from a plan get at most half of the
+  time and window moves three quarters of the rest
+  (``benchmarks/results/lns_scale.md``).
 
 Examples
 --------
@@ -357,6 +367,19 @@ class LNS(LocalSearch):
         """Window moves (:mod:`.lns_segments`): half of the moves (of the
         time from :data:`WINDOWS_NODES` nodes with a deadline)."""
         return _WINDOW_SHARE
+
+    def warmup(self) -> None:
+        """Compile (or load) the kernels of the moves, window moves included, on a tiny problem."""
+        from ..generators import random_layered
+        from ..problem import Problem
+
+        p = Problem.single(random_layered(30, seed=0), "90%")
+        plan = LocalSearch(max_iters=2).run(p)
+        if plan is not None:
+            a = GraphArrays.from_problem(p)
+            windows = SegmentSearch(a, sequence_of_plan(plan), seed=0)
+            for _ in range(4):
+                windows.step()
 
     def improve(self, problem, plan=None, *, seed: int = 0, limits=None, on_incumbent=None, shared=None,
                 time_limit: float | None = None, max_iters: int | None = -1, stop=None, on_improve=None):
