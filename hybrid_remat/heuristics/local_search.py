@@ -32,8 +32,9 @@ the simulator.
   passes for the full check.  From :data:`WINDOWS_NODES` nodes with a
   deadline (a global move re-reads the whole sequence once per split), the
   deterministic starts of a search from a plan get at most half of the
-  time and window moves three quarters of the rest
-  (``benchmarks/results/lns_scale.md``).
+  time, and then the kind of move (window or global) with the higher cost
+  decrease per second so far runs next, each kept at 15 % of the time at
+  least (``benchmarks/results/lns_scale.md``).
 
 Examples
 --------
@@ -76,12 +77,13 @@ FIRST_START_WORK = 200_000
 _SPLIT_SECONDS_PER_N18 = 7.6e-8  # a lifetime-splitting run takes about 7.6e-8 n^1.8 s (LifetimeSplit.predict_seconds)
 _FLOOR_SECONDS = 0.01  # about what FIRST_START_WORK buys
 #: window moves (lns_segments): half of LNS's moves; from WINDOWS_NODES nodes with a deadline (a global move
-#: re-reads the whole sequence per split: seconds at 100k nodes) _WINDOW_TIME of the time instead, and the deterministic
+#: re-reads the whole sequence per split: seconds at 100k nodes) the kind with more gain per second (each at least
+#: _MIN_TIME of the time), and the deterministic
 #: starts of a search from a plan at most _STARTS_SHARE of the time
 _WINDOW_SHARE = 0.5
 WINDOWS_NODES = 5_000
 _STARTS_SHARE = 0.5
-_WINDOW_TIME = 0.75
+_MIN_TIME = 0.15
 #: every _EXACT_EVERY-th window move is solved by the exact window model (SCIP), with a node limit and at
 #: most _EXACT_MAX_S seconds
 _EXACT_EVERY = 10
@@ -109,6 +111,19 @@ class DropRecomputations(Improver):
             if simulate(problem, out).total_time < simulate(problem, plan).total_time:
                 on_incumbent(out, self.name)
         return out
+
+
+def _window_turn(spent_s: dict, gain: dict) -> bool:
+    """Whether the next move is a window move: the kind with the higher
+    cost decrease per second so far, each kind kept at :data:`_MIN_TIME`
+    of the time at least (both start equal)."""
+    tw, tg = spent_s["windows"], spent_s["global"]
+    total = tw + tg
+    if total <= 0 or tw < _MIN_TIME * total:
+        return True
+    if tg < _MIN_TIME * total:
+        return False
+    return gain["windows"] / tw >= gain["global"] / tg
 
 
 class LocalSearch(Improver):
@@ -228,6 +243,7 @@ class LocalSearch(Improver):
         else:
             self._starts(a, meter, seed, consider, lambda: best_seq is not None, split_slow)
         spent_s = {"windows": 0.0, "global": 0.0}
+        gain = {"windows": 0.0, "global": 0.0}
         rng = np.random.default_rng(seed)
         seg_rng = np.random.default_rng([seed, 7])
         windows = None  # the window search (lns_segments), on best_seq
@@ -240,9 +256,8 @@ class LocalSearch(Improver):
                 if inc is not None:
                     best_seq, best_cost = inc
                     reported["cost"] = min(reported["cost"], best_cost)  # the portfolio has it already
-            if by_time:  # large graphs: window moves get _WINDOW_TIME of the moves' time (a global move costs O(n))
-                window_move = best_seq is not None and (
-                    spent_s["windows"] * (1.0 - _WINDOW_TIME) <= spent_s["global"] * _WINDOW_TIME)
+            if by_time:  # large graphs: the kind of move with the higher gain per second (a global move costs O(n))
+                window_move = best_seq is not None and _window_turn(spent_s, gain)
             else:
                 window_move = bool(seg_share) and best_seq is not None and seg_rng.random() < seg_share
             t_move = time.perf_counter()
@@ -257,12 +272,14 @@ class LocalSearch(Improver):
                 else:
                     improved = windows.step(meter)
                 if improved:
+                    gain["windows"] += best_cost - windows.cost
                     best_seq, best_cost = windows.seq, windows.cost
                     if time.perf_counter() - last_report[0] >= _REPORT_EVERY_S:
                         report()
                         last_report[0] = time.perf_counter()
                 spent_s["windows"] += time.perf_counter() - t_move
                 continue
+            cost_before = best_cost
             if best_seq is not None and it % 5:
                 # ruin and recreate: drop some recomputations, repair by splitting;
                 # equal-cost moves are accepted to walk plateaus
@@ -283,6 +300,7 @@ class LocalSearch(Improver):
                 if r.ok:
                     consider(meter.prune(a, r.seq))
             spent_s["global"] += time.perf_counter() - t_move
+            gain["global"] += max(0.0, cost_before - best_cost) if math.isfinite(cost_before) else 0.0
         if best_seq is None or best_cost >= base_cost - 1e-12:
             return base_plan
         report()  # window improvements not reported yet
