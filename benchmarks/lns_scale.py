@@ -117,12 +117,12 @@ def write(rows, path_md) -> None:
         "beat the heuristic kernels' best (so far none: the exact windows are too small to matter).",
         "",
         "| family | nodes | budget | start (source) | before: TDI % (wall s) | after: TDI % (wall s) | "
-        "window moves (improved, exact, exact improved) | improvement before / after (points) |",
-        "|---|---|---|---|---|---|---|---|",
+        "window moves (improved, exact, exact improved) | improvement before / after (points) | code, load |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "before" not in r:
-            lines.append(f"| {r['family']} | {r['nodes']} | {r['budget']} | {r.get('note', '-')} | | | | |")
+            lines.append(f"| {r['family']} | {r['nodes']} | {r['budget']} | {r.get('note', '-')} | | | | | |")
             continue
         b, a = r["before"], r["after"]
         lines.append(
@@ -130,7 +130,8 @@ def write(rows, path_md) -> None:
             f"{f(b['tdi_pct'])} ({b['wall_s']:.1f}) | {f(a['tdi_pct'])} ({a['wall_s']:.1f}) | "
             f"{a.get('window_moves', 0)} ({a.get('window_improved', 0)}, {a.get('window_exact', 0)}, "
             f"{a.get('window_exact_improved', 0)}) | "
-            f"{r['start_tdi'] - b['tdi_pct']:.3f} / {r['start_tdi'] - a['tdi_pct']:.3f} |")
+            f"{r['start_tdi'] - b['tdi_pct']:.3f} / {r['start_tdi'] - a['tdi_pct']:.3f} | "
+            f"{r.get('commit', 'e22c4da')}, {r['load_avg'][0]:.1f} |")
     path_md.write_text("\n".join(lines) + "\n")
 
 
@@ -151,6 +152,10 @@ def main(argv=None) -> int:
     row = run(args.family, args.size, args.budget, args.limit, args.first)
     row["command"] = command(__file__, argv)
     row["load_avg"] = os.getloadavg()
+    import subprocess
+
+    row["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                   cwd=RESULTS).stdout.strip()
     print(json.dumps({k: v for k, v in row.items() if k not in ("before", "after")}), flush=True)
     jpath = RESULTS / f"{args.out}.json"
     doc = json.loads(jpath.read_text()) if jpath.exists() else {"rows": []}
