@@ -156,3 +156,20 @@ def test_decomposed_proves_optimality_from_the_parts_on_independent_towers():
     assert r.stats["parts_bound"]["value"] == 20.0 and got == [20.0]
     assert r.status == "optimal" and r.objective == 20.0 and r.lower_bound == 20.0
     assert simulate(p, r.plan).valid
+
+
+def test_decomposed_refuses_graphs_whose_staged_form_is_too_large(monkeypatch):
+    """Above MAX_NODES the n x n staged form of the incumbent is not built:
+    the formulation says why and hands back the incumbent."""
+    from hybrid_remat.exact import decompose
+    from hybrid_remat.generators import random_layered
+    from hybrid_remat.heuristics.local_search import LocalSearch
+    from hybrid_remat.problem import Problem
+
+    monkeypatch.setattr(decompose, "MAX_NODES", 50)
+    p = Problem.single(random_layered(80, seed=1), "90%")
+    ok, why = decompose.DecomposedFormulation(min_nodes=0).applicable(p)
+    assert not ok and "more than 50 nodes" in why
+    start = LocalSearch(max_iters=2).run(p)
+    r = decompose.DecomposedFormulation(min_nodes=0).solve(p, incumbent=start, node_limit=10)
+    assert r.plan is start and "more than 50 nodes" in r.stats["skipped"]

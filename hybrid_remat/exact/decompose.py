@@ -63,7 +63,11 @@ from ..errors import PlanError
 from ..interfaces import Formulation, FormulationResult
 from ..simulate import simulate
 
-__all__ = ["segments", "solve_window", "DecomposedFormulation"]
+__all__ = ["segments", "solve_window", "DecomposedFormulation", "MAX_NODES"]
+
+#: above this many nodes the formulation does not run: the incumbent's staged ``R``/``S`` are ``n x n`` booleans
+#: (2 x 144 MB at 12k nodes, 2 x 10 GB at 100k); ``lns`` re-solves windows of large plans instead
+MAX_NODES = 12_000
 
 
 def _forward_pieces(graph, order_pos) -> list[list[int]] | None:
@@ -273,9 +277,14 @@ class DecomposedFormulation(Formulation):
         self.params = params
 
     def applicable(self, problem) -> tuple[bool, str]:
-        """Graphs under ``min_nodes`` are left to the full staged model (not run, no time share)."""
+        """Graphs under ``min_nodes`` are left to the full staged model (not
+        run, no time share); graphs over :data:`MAX_NODES` to ``lns``'s window
+        moves (the incumbent's staged form here is ``n x n``)."""
         if problem.graph.n < self.min_nodes:
             return False, f"fewer than {self.min_nodes} nodes: left to the full staged model"
+        if problem.graph.n > MAX_NODES:
+            return False, (f"more than {MAX_NODES} nodes: the incumbent's staged form is n x n; lns re-solves windows "
+                           "of the sequence instead (heuristics/lns_segments.py)")
         return True, ""
 
     def auto_size(self, problem) -> int:
@@ -312,8 +321,9 @@ class DecomposedFormulation(Formulation):
             sim = simulate(problem, incumbent)
             if sim.valid:
                 best, best_obj = incumbent, sim.total_time
-        if problem.graph.n < self.min_nodes:
-            stats["skipped"] = f"fewer than {self.min_nodes} nodes: left to the full staged model"
+        ok, why = self.applicable(problem)
+        if not ok:
+            stats["skipped"] = why
             return FormulationResult("no_solution" if best is None else "feasible", best, best_obj, -math.inf, stats)
         base = self._staged_base(problem, incumbent, stats)
         if base is None:

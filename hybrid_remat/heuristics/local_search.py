@@ -23,7 +23,18 @@ the simulator.
   searches from no plan.
 * ``lns`` (:class:`LNS`): the same moves until its limits are spent, and
   with ``shared`` (capability ``"shares_incumbent"``) it restarts from the
-  portfolio's incumbent whenever that is better than its own best.
+  portfolio's incumbent whenever that is better than its own best.  Half of
+  its moves are *window moves* (:mod:`.lns_segments`): one window of the
+  best sequence (one range, or a value's making and its recomputation with
+  the middle fixed) re-solved as an exact local problem, by the heuristic
+  kernels and every tenth time by the exact window model (SCIP, node
+  limit), at a cost proportional to the window plus two ``O(n)`` Numba
+  passes for the full check.  From :data:`WINDOWS_NODES` nodes with a
+  deadline (a global move re-reads the whole sequence once per split), the
+  deterministic starts of a search from a plan get at most half of the
+  time, and then the kind of move (window or global) with the higher cost
+  decrease per second so far runs next, each kept at 15 % of the time at
+  least (``benchmarks/results/lns_scale.md``).
 
 Examples
 --------
@@ -43,6 +54,8 @@ True
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -53,6 +66,7 @@ from ..pruning import drop_recomputations
 from ..simulate import simulate
 from .common import GraphArrays, WorkMeter, finish, sequence_of_plan
 from .lifetime_split import ruin_and_recreate, split_continuation, split_sequence
+from .lns_segments import SegmentSearch
 
 __all__ = ["DropRecomputations", "LocalSearch", "LNS", "FIRST_START_WORK"]
 
@@ -62,6 +76,21 @@ _SCORES = ("next_use_full", "dtr_eq", "next_use_eq", "dtr", "msps")
 FIRST_START_WORK = 200_000
 _SPLIT_SECONDS_PER_N18 = 7.6e-8  # a lifetime-splitting run takes about 7.6e-8 n^1.8 s (LifetimeSplit.predict_seconds)
 _FLOOR_SECONDS = 0.01  # about what FIRST_START_WORK buys
+#: window moves (lns_segments): half of LNS's moves; from WINDOWS_NODES nodes with a deadline (a global move
+#: re-reads the whole sequence per split: seconds at 100k nodes) the kind with more gain per second (each at least
+#: _MIN_TIME of the time), and the deterministic
+#: starts of a search from a plan at most _STARTS_SHARE of the time
+_WINDOW_SHARE = 0.5
+WINDOWS_NODES = 5_000
+_STARTS_SHARE = 0.5
+_MIN_TIME = 0.15
+#: every _EXACT_EVERY-th window move is solved by the exact window model (SCIP), with a node limit and at
+#: most _EXACT_MAX_S seconds
+_EXACT_EVERY = 10
+_EXACT_NODES = 300
+_EXACT_MAX_S = 2.0
+#: improvements found by window moves are reported at most this often (each report simulates the whole plan)
+_REPORT_EVERY_S = 0.5
 _FAMILY_CAPS = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
 
 
@@ -82,6 +111,19 @@ class DropRecomputations(Improver):
             if simulate(problem, out).total_time < simulate(problem, plan).total_time:
                 on_incumbent(out, self.name)
         return out
+
+
+def _window_turn(spent_s: dict, gain: dict) -> bool:
+    """Whether the next move is a window move: the kind with the higher
+    cost decrease per second so far, each kind kept at :data:`_MIN_TIME`
+    of the time at least (both start equal)."""
+    tw, tg = spent_s["windows"], spent_s["global"]
+    total = tw + tg
+    if total <= 0 or tw < _MIN_TIME * total:
+        return True
+    if tg < _MIN_TIME * total:
+        return False
+    return gain["windows"] / tw >= gain["global"] / tg
 
 
 class LocalSearch(Improver):
@@ -116,6 +158,18 @@ class LocalSearch(Improver):
         """Search from no plan (the heuristic ``local_search``)."""
         return self.improve(problem, None, seed=seed, limits=limits)
 
+    def _segment_share(self, n: int) -> float:
+        """Share of window moves (none: the local search moves only)."""
+        return 0.0
+
+    @staticmethod
+    def _exact_limits(lim):
+        """Limits of one exact window solve: a node limit, and with a deadline
+        at most a quarter of the time left (:data:`_EXACT_MAX_S`)."""
+        if math.isfinite(lim.deadline):
+            return replace(lim.share(min(_EXACT_MAX_S, 0.25 * lim.left())), nodes=_EXACT_NODES, work=None)
+        return Limits(nodes=_EXACT_NODES, stop=lim.stop)
+
     def _limits(self, limits, time_limit, stop):
         lim = limits if limits is not None else Limits()
         t = self.time_limit if time_limit is None else float(time_limit)
@@ -145,6 +199,7 @@ class LocalSearch(Improver):
         base_plan, base_cost = None, math.inf
         best_seq, best_cost = None, math.inf
         reported = {"cost": math.inf}
+        last_report = [time.perf_counter()]
 
         def report():
             if best_seq is None or best_cost >= min(reported["cost"], base_cost) - 1e-12:
@@ -179,8 +234,20 @@ class LocalSearch(Improver):
                     pass
         # a whole lifetime-splitting run that cannot finish in the time left is not started (large graphs)
         split_slow = _SPLIT_SECONDS_PER_N18 * float(a.n) ** 1.8 > max(lim.left(), _FLOOR_SECONDS)
-        self._starts(a, meter, seed, consider, lambda: best_seq is not None, split_slow)
+        seg_share = self._segment_share(a.n)
+        by_time = seg_share and a.n >= WINDOWS_NODES and math.isfinite(lim.deadline)
+        if by_time and best_seq is not None:
+            # large graphs with a plan: the starts (whole heuristic runs) get at most half of the time
+            start_meter = WorkMeter(replace(lim.share(_STARTS_SHARE * lim.left()), work=None))
+            self._starts(a, start_meter, seed, consider, lambda: best_seq is not None, split_slow)
+        else:
+            self._starts(a, meter, seed, consider, lambda: best_seq is not None, split_slow)
+        spent_s = {"windows": 0.0, "global": 0.0}
+        gain = {"windows": 0.0, "global": 0.0}
         rng = np.random.default_rng(seed)
+        seg_rng = np.random.default_rng([seed, 7])
+        windows = None  # the window search (lns_segments), on best_seq
+        n_windows = 0
         it = 0
         while not meter.spent and (moves is None or it < moves):
             it += 1
@@ -189,6 +256,30 @@ class LocalSearch(Improver):
                 if inc is not None:
                     best_seq, best_cost = inc
                     reported["cost"] = min(reported["cost"], best_cost)  # the portfolio has it already
+            if by_time:  # large graphs: the kind of move with the higher gain per second (a global move costs O(n))
+                window_move = best_seq is not None and _window_turn(spent_s, gain)
+            else:
+                window_move = bool(seg_share) and best_seq is not None and seg_rng.random() < seg_share
+            t_move = time.perf_counter()
+            if window_move:
+                if windows is None:
+                    windows = SegmentSearch(a, best_seq, seed=seed)
+                elif windows.seq is not best_seq:
+                    windows.reset(best_seq)
+                n_windows += 1
+                if n_windows % _EXACT_EVERY == 0:
+                    improved = windows.step_exact(meter, limits=self._exact_limits(lim))
+                else:
+                    improved = windows.step(meter)
+                if improved:
+                    gain["windows"] += best_cost - windows.cost
+                    best_seq, best_cost = windows.seq, windows.cost
+                    if time.perf_counter() - last_report[0] >= _REPORT_EVERY_S:
+                        report()
+                        last_report[0] = time.perf_counter()
+                spent_s["windows"] += time.perf_counter() - t_move
+                continue
+            cost_before = best_cost
             if best_seq is not None and it % 5:
                 # ruin and recreate: drop some recomputations, repair by splitting;
                 # equal-cost moves are accepted to walk plateaus
@@ -208,9 +299,13 @@ class LocalSearch(Improver):
                 r = meter.execute(a, score=sc, weights=w, seed=int(rng.integers(1 << 30)))
                 if r.ok:
                     consider(meter.prune(a, r.seq))
+            spent_s["global"] += time.perf_counter() - t_move
+            gain["global"] += max(0.0, cost_before - best_cost) if math.isfinite(cost_before) else 0.0
         if best_seq is None or best_cost >= base_cost - 1e-12:
             return base_plan
-        out = finish(problem, a, best_seq, self.name, seed=seed, iterations=it)
+        report()  # window improvements not reported yet
+        meta = {f"window_{k}": int(v) for k, v in windows.stats.items()} if windows is not None else {}
+        out = finish(problem, a, best_seq, self.name, seed=seed, iterations=it, **meta)
         return out if out is not None else base_plan
 
     @staticmethod
@@ -285,6 +380,24 @@ class LNS(LocalSearch):
 
     def __init__(self, *, max_iters: int | None = None, name: str | None = None, rank: float | None = None):
         super().__init__(None, max_iters=max_iters, name=name, rank=rank)
+
+    def _segment_share(self, n: int) -> float:
+        """Window moves (:mod:`.lns_segments`): half of the moves (of the
+        time from :data:`WINDOWS_NODES` nodes with a deadline)."""
+        return _WINDOW_SHARE
+
+    def warmup(self) -> None:
+        """Compile (or load) the kernels of the moves, window moves included, on a tiny problem."""
+        from ..generators import random_layered
+        from ..problem import Problem
+
+        p = Problem.single(random_layered(30, seed=0), "90%")
+        plan = LocalSearch(max_iters=2).run(p)
+        if plan is not None:
+            a = GraphArrays.from_problem(p)
+            windows = SegmentSearch(a, sequence_of_plan(plan), seed=0)
+            for _ in range(4):
+                windows.step()
 
     def improve(self, problem, plan=None, *, seed: int = 0, limits=None, on_incumbent=None, shared=None,
                 time_limit: float | None = None, max_iters: int | None = -1, stop=None, on_improve=None):
