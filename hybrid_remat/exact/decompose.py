@@ -303,6 +303,11 @@ class DecomposedFormulation(Formulation):
         size = self.auto_size(problem) if self.segment_size == "auto" else int(self.segment_size)
         return 8.0 * size * problem.graph.n / BUILD_RATE
 
+    def solve_window(self, problem, plan, free_nodes, *, limits=None):
+        """:func:`solve_window` for callers that find this formulation in the
+        registry (an improver below ``exact/``, such as ``lns``)."""
+        return solve_window(problem, plan, free_nodes, limits=limits)
+
     def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
               on_bound=None, time_limit: float | None = None, node_limit=None, stop=None) -> FormulationResult:
         from ..core.reductions import plan_to_original

@@ -485,14 +485,18 @@ class SegmentSearch:
 
 def exact_window(local: LocalWindow, *, limits=None):
     """The exact window model's best local sequence for ``local`` (inputs and
-    the sink fixed as in the incumbent, every window node free), or ``None``."""
+    the sink fixed as in the incumbent, every window node free), or ``None``
+    (also when no registered ``decomposed`` formulation offers
+    ``solve_window``: the exact models are found through the registry, never
+    imported from here)."""
+    from .. import plugins
     from ..core.sequence import minimal_plan, sequence_of_plan
-    from ..exact.decompose import solve_window
     from ..graph import Graph
     from ..problem import Problem
 
+    solver = getattr(plugins.formulations().get("decomposed"), "solve_window", None)
     la = local.arrays
-    if (local.kind == _JUNCTION).any():
+    if solver is None or (local.kind == _JUNCTION).any():
         return None
     cost = la.cost.copy()
     cost[local.kind != _VALUE] = 0.0  # fixed in the model; a huge constant would only spoil the objective's scale
@@ -503,7 +507,7 @@ def exact_window(local: LocalWindow, *, limits=None):
     p = Problem.single(g, int(la.budget))
     plan, _ = minimal_plan(g, local.seq, p.primary.name)
     free = np.flatnonzero(local.kind == _VALUE)
-    better, _ = solve_window(p, plan, free, limits=limits)
+    better, _ = solver(p, plan, free, limits=limits)
     if better is plan:
         return None
     return np.ascontiguousarray(sequence_of_plan(better), dtype=np.int64)
