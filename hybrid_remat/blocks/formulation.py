@@ -45,6 +45,23 @@ class BlocksFormulation(RemembersBlocks, Formulation):
     rank = 8.0
     bound_scope = ALL_PLANS
 
+    #: the smallest share of the graph's nodes the repeated blocks must cover;
+    #: below it the prologue/epilogue is solved as one piece and is the whole
+    #: problem (a U-Net at 100k nodes: 544 blocks, a 45k-node prologue, no
+    #: plan in 8 s), which the ``segments`` formulation cuts instead
+    min_coverage = 0.5
+
+    def applicable(self, problem) -> tuple[bool, str]:
+        ok, why = super().applicable(problem)
+        if not ok:
+            return ok, why
+        bs = self.structure(problem.graph)
+        covered = (bs.fwd.size + bs.bwd.size) / max(1, problem.graph.n)
+        if covered < self.min_coverage:
+            return False, (f"the repeated blocks cover {100 * covered:.0f} % of the nodes (< "
+                           f"{100 * self.min_coverage:.0f} %): the segments formulation cuts the rest")
+        return True, ""
+
     def predict_seconds(self, problem) -> float:
         """About 3 s of SCIP (the staircases, independent of depth) and a few
         simulations of the whole graph (measured: 0.15 s each at 100k nodes)."""

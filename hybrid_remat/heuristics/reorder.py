@@ -84,9 +84,17 @@ class SinksLast(Heuristic):
     version = "1"
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
     rank = 3.5
+    #: above this many nodes the orders and the inner runs take more than the
+    #: first phase's second (measured at 100k nodes: 0.6-10 s, no plan on
+    #: random layered graphs and U-Nets; benchmarks/heuristic_scaling.py)
+    max_nodes = 30_000
 
     def applicable(self, problem) -> tuple[bool, str]:
-        return (True, "") if problem.is_single_device else (False, "single device only")
+        if not problem.is_single_device:
+            return False, "single device only"
+        if problem.graph.n > self.max_nodes:
+            return False, f"above {self.max_nodes} nodes (reordering and its inner runs take seconds)"
+        return True, ""
 
     def orders(self, graph) -> list[np.ndarray]:
         """The candidate orders (not the identity)."""
