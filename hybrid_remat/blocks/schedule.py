@@ -36,7 +36,7 @@ from numba import njit
 
 from ..core.sequence import minimal_plan
 
-__all__ = ["keep_sequence", "sequence_plan", "keep_sequence_kernel"]
+__all__ = ["keep_sequence", "sequence_plan", "keep_sequence_kernel", "KeepSetPlanner"]
 
 
 @njit(cache=True)
@@ -97,3 +97,25 @@ def keep_sequence(graph, keep, order=None) -> np.ndarray:
 
 #: the minimal-memory plan of a compute sequence (one kernel for the whole library: core/sequence.py)
 sequence_plan = minimal_plan
+
+
+class KeepSetPlanner:
+    """Plans of keep sets on one problem (the class of this module): the
+    reference order (forward phase, then backward) is computed once;
+    :meth:`plan` turns a keep set into ``(plan, peak, recomputed)``.  Used by
+    the block solver and the segment chain; ``solver`` names the plans'
+    source in their ``meta``."""
+
+    def __init__(self, problem, solver: str):
+        g = problem.graph
+        self.problem = problem
+        self.solver = solver
+        self.is_fwd = np.asarray(g.phase == 0)
+        self.order = np.concatenate([np.flatnonzero(self.is_fwd), np.flatnonzero(~self.is_fwd)]).astype(np.int64)
+
+    def plan(self, keep):
+        """``(plan, peak, recomputed)`` of the plan that keeps ``keep``."""
+        g = self.problem.graph
+        seq, rec = keep_sequence_kernel(self.order, self.is_fwd, keep, g.pred_ptr, g.pred_idx)
+        plan, peak = sequence_plan(g, seq, self.problem.primary.name, {"solver": self.solver})
+        return plan, peak, rec

@@ -61,7 +61,7 @@ import numpy as np
 from ..limits import Limits, now
 from ..simulate import simulate
 from .detect import BlockStructure, detect_blocks
-from .schedule import keep_sequence_kernel, sequence_plan
+from .schedule import KeepSetPlanner
 from .staircase import closure_staircase
 
 __all__ = ["BlockMenus", "BlockResult", "block_menus", "probe", "measure_options", "allocate", "solve_blocks",
@@ -160,31 +160,14 @@ def keep_mask(graph, bs: BlockStructure, layer_options, menus: BlockMenus, epi_o
     return keep
 
 
-class _Arrays:
-    """Sequence and simulation of keep sets, with the stage of every step."""
-
-    def __init__(self, problem, bs: BlockStructure):
-        g = problem.graph
-        self.problem = problem
-        self.bs = bs
-        self.is_fwd = np.asarray(g.phase == 0)
-        self.order = np.concatenate([np.flatnonzero(self.is_fwd), np.flatnonzero(~self.is_fwd)]).astype(np.int64)
-
-    def plan(self, keep):
-        g = self.problem.graph
-        seq, rec = keep_sequence_kernel(self.order, self.is_fwd, keep, g.pred_ptr, g.pred_idx)
-        plan, peak = sequence_plan(g, seq, self.problem.primary.name, {"solver": "blocks"})
-        return plan, peak, rec
-
-
-def probe(problem, bs: BlockStructure, keep, arrays: _Arrays | None = None) -> dict:
+def probe(problem, bs: BlockStructure, keep, arrays: KeepSetPlanner | None = None) -> dict:
     """Figures of the plan of ``keep`` measured on its simulation, per block
     ``k``: ``held[k]`` (what it adds to the bytes later blocks see) and
     ``inside[k]`` (its peak, forward or backward with its recomputations,
     above the bytes held before it), ``extra[k]`` (its recomputation time);
     and ``base`` (bytes before the first block), ``inside_epilogue``,
     ``extra_epilogue``, ``peak``."""
-    arrays = arrays or _Arrays(problem, bs)
+    arrays = arrays or KeepSetPlanner(problem, "blocks")
     plan, peak, rec = arrays.plan(keep)
     sim = simulate(problem, plan, check_budget=False)
     tl = sim.timeline[:, 0]
@@ -221,7 +204,7 @@ def probe(problem, bs: BlockStructure, keep, arrays: _Arrays | None = None) -> d
             "plan": plan, "sim": sim}
 
 
-def measure_options(problem, bs: BlockStructure, menus: BlockMenus, *, arrays: _Arrays | None = None,
+def measure_options(problem, bs: BlockStructure, menus: BlockMenus, *, arrays: KeepSetPlanner | None = None,
                     limits: Limits | None = None) -> dict | None:
     """``held``, ``inside`` and ``extra`` of every block option and
     ``inside``/``extra`` of every epilogue option, from as few simulations as
@@ -229,7 +212,7 @@ def measure_options(problem, bs: BlockStructure, menus: BlockMenus, *, arrays: _
     (each measured where it sits, its worst figure kept), the first and last
     block a neutral one.  ``None`` when ``limits`` stopped it."""
     limits = limits or Limits()
-    arrays = arrays or _Arrays(problem, bs)
+    arrays = arrays or KeepSetPlanner(problem, "blocks")
     L = bs.n_blocks
     n_opt = len(menus.layer)
     mid = n_opt // 2
@@ -337,7 +320,7 @@ def solve_blocks(problem, *, limits: Limits | None = None, structure: BlockStruc
     stats.update(menus.stats)
     if not menus.layer:
         return BlockResult(None, math.inf, {}, {**stats, "skipped": "no block option"})
-    arrays = _Arrays(problem, bs)
+    arrays = KeepSetPlanner(problem, "blocks")
     L = bs.n_blocks
     fig = measure_options(problem, bs, menus, arrays=arrays, limits=limits)
     stats["probe_s"] = now() - t0 - stats["menu_s"]

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..blocks.schedule import keep_sequence_kernel, sequence_plan
+from ..blocks.schedule import KeepSetPlanner
 from ..limits import Limits, now
 from ..simulate import simulate
 from .chain import SegmentChain, segment_chain
@@ -82,20 +82,6 @@ def _keep(graph, chain, per_stage, choice) -> np.ndarray:
     for s, o in enumerate(choice):
         keep[chain.fwd[s]] = per_stage[s].options[o]
     return keep
-
-
-class _Planner:
-    def __init__(self, problem):
-        g = problem.graph
-        self.problem = problem
-        self.is_fwd = np.asarray(g.phase == 0)
-        self.order = np.concatenate([np.flatnonzero(self.is_fwd), np.flatnonzero(~self.is_fwd)]).astype(np.int64)
-
-    def plan(self, keep):
-        g = self.problem.graph
-        seq, rec = keep_sequence_kernel(self.order, self.is_fwd, keep, g.pred_ptr, g.pred_idx)
-        plan, peak = sequence_plan(g, seq, self.problem.primary.name, {"solver": "segments"})
-        return plan, peak, rec
 
 
 def _probe(problem, chain, plan, rec):
@@ -132,7 +118,7 @@ def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | N
     from ``O`` simulations (module docstring, step 2); ``None`` when
     ``limits`` stopped it."""
     limits = limits or Limits()
-    planner = planner or _Planner(problem)
+    planner = planner or KeepSetPlanner(problem, "segments")
     S = chain.n_stages
     J = max(len(m.options) for m in per_stage)
     held = np.full((S, J), np.inf)
@@ -216,7 +202,7 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
     per_stage = stage_menus(chain, menus)
     stats["menus"] = {"exact": sum(m.exact for m in menus.values()), "total": len(menus),
                       "seconds": now() - t0}
-    planner = _Planner(problem)
+    planner = KeepSetPlanner(problem, "segments")
     fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits)
     if fig is None:
         return SegmentResult(None, math.inf, [], {**stats, "stopped": "limits"})
