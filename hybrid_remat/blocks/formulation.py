@@ -32,7 +32,7 @@ from ..interfaces import ALL_PLANS, Formulation, FormulationResult
 from .bound import RemembersBlocks, block_lower_bound
 from .solver import solve_blocks
 
-__all__ = ["BlocksFormulation"]
+__all__ = ["BlocksFormulation", "result_with_bound"]
 
 
 class BlocksFormulation(RemembersBlocks, Formulation):
@@ -80,12 +80,20 @@ class BlocksFormulation(RemembersBlocks, Formulation):
         if on_bound is not None and bb.node >= 0:
             on_bound(bb.value)
         stats = {"solver": r.stats, "bound": {"node": bb.node, **bb.stats}, "blocks": bs.n_blocks}
-        if r.plan is None:
-            return FormulationResult("no_solution", lower_bound=bb.value, stats=stats)
-        tol = bb.tolerance + 1e-9 * abs(r.objective)
-        bound, note = check_bound(bb.value, r.objective, tol)   # a bound above a simulated plan: dropped
-        if note:
-            stats["bound_note"] = note
-        proved = r.objective - bound <= tol    # within SCIP's tolerance of the bound, the plan reaches it
-        return FormulationResult("optimal" if proved else "feasible", r.plan, r.objective,
-                                 r.objective if proved else bound, stats)
+        return result_with_bound(r, bb, stats)
+
+
+def result_with_bound(r, bb, stats: dict) -> FormulationResult:
+    """The formulation's result from a chain solve ``r`` (plan, simulated
+    objective) and a block bound ``bb`` over every plan: ``optimal`` when the
+    plan reaches the bound within SCIP's tolerance; a bound above the
+    simulated plan is dropped (:func:`~hybrid_remat.exact._scip.check_bound`)."""
+    if r.plan is None:
+        return FormulationResult("no_solution", lower_bound=bb.value, stats=stats)
+    tol = bb.tolerance + 1e-9 * abs(r.objective)
+    bound, note = check_bound(bb.value, r.objective, tol)
+    if note:
+        stats["bound_note"] = note
+    proved = r.objective - bound <= tol
+    return FormulationResult("optimal" if proved else "feasible", r.plan, r.objective,
+                             r.objective if proved else bound, stats)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from ..exact._scip import check_bound
+from ..blocks.formulation import result_with_bound
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
 from .bound import segment_lower_bound
 from .chain import segment_chain
@@ -80,12 +80,4 @@ class SegmentsFormulation(Formulation):
         if on_bound is not None and bb.node >= 0:
             on_bound(bb.value)
         stats = {"solver": r.stats, "bound": {"node": bb.node, **bb.stats}, "chain": ch.describe()}
-        if r.plan is None:
-            return FormulationResult("no_solution", lower_bound=bb.value, stats=stats)
-        tol = bb.tolerance + 1e-9 * abs(r.objective)
-        bound, note = check_bound(bb.value, r.objective, tol)   # a bound above a simulated plan: dropped
-        if note:
-            stats["bound_note"] = note
-        proved = r.objective - bound <= tol
-        return FormulationResult("optimal" if proved else "feasible", r.plan, r.objective,
-                                 r.objective if proved else bound, stats)
+        return result_with_bound(r, bb, stats)
