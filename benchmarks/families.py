@@ -216,7 +216,7 @@ def main(argv=None) -> int:
                f"{time.strftime('%Y-%m-%d')}.")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
-    write_md(rows, out, context, args.partial)
+    write_md(rows, out.with_suffix(".md"), context, args.partial)
     print(f"wrote {out}")
     return 0
 

@@ -49,9 +49,11 @@ __all__ = [
 SPLIT_OK = 0
 SPLIT_FAILED = 1
 SPLIT_WORK_SPENT = 2
-#: split work units (positions visited) per CPU second: 2.7e7-3.4e7 measured at 1k-100k nodes on the repeated
-#: llama graphs, so a conservative 2e7
-SPLIT_RATE = 2e7
+#: split work units per CPU second (positions visited, inputs read by the profile and candidate passes, the
+#: range-maximum table's log K rows): 2.7e8-7.2e8 measured at 10k-32k nodes on six families of
+#: :mod:`hybrid_remat.families` (random layered graphs the slowest), so a conservative 2e8.  Counting
+#: positions alone undercounted random layered graphs 5x: a 20 s limit ran 37 s at 32k nodes
+SPLIT_RATE = 2e8
 
 
 @njit(cache=True)
@@ -145,6 +147,8 @@ def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, n
         used += P
         icnt, inst, _, rcnt, rd = positions_kernel(seq[:K], active, pred_ptr, pred_idx, n)
         tab = _sparse_max(mem_at)
+        # the profile and position passes read every step's inputs; the table has log K rows
+        used += tab.size + 2 * K * (pred_ptr[n] // max(n, 1) + 1)
         over_n = np.zeros(K + 1, dtype=np.int64)
         over_s = np.zeros(K + 1, dtype=np.float64)
         for pos in range(K):
@@ -194,6 +198,7 @@ def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, n
                 # option A: keep u's inputs alive until q (if no position goes over)
                 safe = True
                 ext = 0
+                used += pred_ptr[u + 1] - pred_ptr[u]
                 for j in range(pred_ptr[u], pred_ptr[u + 1]):
                     w = pred_idx[j]
                     e_w = _live_end(w, q, icnt, inst, end)
@@ -226,6 +231,7 @@ def split_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, n
                     while top > 0 and nc <= 64:
                         top -= 1
                         y = work[top]
+                        used += pred_ptr[y + 1] - pred_ptr[y]
                         for j in range(pred_ptr[y], pred_ptr[y + 1]):
                             w = pred_idx[j]
                             if mark[w] == stamp:
