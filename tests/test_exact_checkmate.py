@@ -140,6 +140,7 @@ def test_encoder_reports_an_incumbent_outside_the_model():
     r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, incumbent=plan, node_limit=100)
     assert r.stats["start"] == "none" and "start_note" in r.stats
     assert steps  # the solve still works
+    assert "scip_status" in r.stats  # built and solved
     assert r.plan is not None and simulate(p, r.plan).valid
     # following the incumbent's order relabels the graph: the start is then complete
     r = CheckmateFormulation(stage_size=1).solve(p, incumbent=plan, node_limit=100)
@@ -350,3 +351,21 @@ def test_full_phase_reports_a_valid_bound_with_inexact_units():
             assert r.lower_bound <= staged + 1e-6
             bounded += 1
     assert bounded  # the relaxed model did report bounds
+
+
+def test_a_model_predicted_too_large_is_still_attempted(monkeypatch):
+    """Issue 23.7: when no model is predicted to fit (here: a slow build rate and small size thresholds, as a
+    1000-node graph at 20 s), ``solve`` (reached only when the scheduler admits it or the user names it)
+    builds and solves its smallest model within the limits instead of declining up front."""
+    from hybrid_remat.exact.checkmate import policy
+
+    g = random_layered(40, seed=3)
+    p = Problem.single(g, keep_all_peak(g))
+    monkeypatch.setattr(policy, "BUILD_RATE", 50.0)
+    f = CheckmateFormulation(small_items=100, fast_items=100, tiny_items=10)
+    assert f.phases(p, None) == [] and f.predict_seconds(p) == float("inf")  # the prediction declines it
+    r = f.solve(p, node_limit=NODES)
+    assert "skipped" not in r.stats and r.stats["phases"], r.stats
+    assert r.stats["phases"][0]["stage_size"] == f.max_stage_size and "attempted" in r.stats
+    assert "scip_status" in r.stats  # built and solved
+    assert r.plan is not None and simulate(p, r.plan).valid

@@ -205,10 +205,77 @@ def test_torch_plan(tmp_path, sig):
         "import torch\n\ndef mlp():\n    return torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(8)])\n")
     out = tmp_path / "plan.json"
     cmd = Command(tmp_path, ["torch-plan", f"{tmp_path}/probe_model.py:mlp", "--input-shape", "16,64",
-                             "--budget", "0.5", "--time-limit", "300", "-o", out])
-    until = time.monotonic() + 4.0
+                             "--budget", "0.7", "--time-limit", "300", "-o", out])
+    until = time.monotonic() + 8.0
     cmd.wait_for(lambda c: time.monotonic() > until)
     code = cmd.signal(sig)
     assert cmd.proc.returncode == code, cmd.text()[-3000:]
     assert "interrupted" in cmd.text() and "Traceback" not in cmd.text(), cmd.text()[-3000:]
     assert not cmd.left_behind()
+    if out.exists():  # the best plan so far, simulated and marked interrupted
+        _assert_marked_plan(out, sig)
+        assert "plan written (interrupted)" in cmd.text(), cmd.text()[-3000:]
+    else:  # stopped before a plan existed (tracing, timing): said in one line
+        assert f"interrupted ({sig}) before any plan was found; nothing written" in "".join(cmd.err), cmd.text()[-3000:]
+
+
+def _assert_marked_plan(path, sig):
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "remat-plan/1"
+    assert doc["summary"]["interrupted"] is True and doc["summary"]["signal"] == sig
+    assert doc["summary"]["predicted_peak_bytes"] <= doc["summary"]["budget_bytes"]
+
+
+def _small_traced_graph():
+    import torch
+
+    from hybrid_remat.torch import default_loss, trace
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(8)]).train()
+    return trace(model, (torch.randn(16, 64),), default_loss, costs="flops")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs the torch extra")
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_torch_plan_interrupted_keeps_best_plan(tmp_path, monkeypatch, sig):
+    """A signal during torch planning's solver stage (after the keep-set families were evaluated): the best
+    plan so far comes out of ``plan_graph``, simulated, within the budget, marked with the signal."""
+    from hybrid_remat._cli_signals import Terminated
+    from hybrid_remat.simulate import simulate
+    from hybrid_remat.torch import _planner
+
+    g = _small_traced_graph()
+
+    def signal_arrives(problem, time_limit):
+        raise Terminated("SIGTERM") if sig == "SIGTERM" else KeyboardInterrupt()
+        yield  # a generator, as the real one
+
+    monkeypatch.setattr(_planner, "_solver_plans", signal_arrives)
+    with pytest.raises(_planner.PlanInterrupted) as caught:
+        _planner.plan_graph(g, 0.7, time_limit=600, mechanism="ops")
+    tp = caught.value.plan
+    assert caught.value.signal == sig and tp is not None and tp.interrupted == sig
+    checked = simulate(tp.problem, tp.plan)
+    assert checked.valid and max(checked.peak_bytes.values()) <= tp.budget_bytes
+    assert tp.predicted_peak_bytes < tp.keep_all_peak_bytes  # a plan that drops, not the keep-all step
+    out = tmp_path / "plan.json"
+    tp.write(out)
+    _assert_marked_plan(out, sig)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs the torch extra")
+def test_torch_plan_interrupted_before_any_plan(monkeypatch):
+    """A signal at the first evaluation: no plan, and ``plan_graph`` says so (``plan`` is None)."""
+    from hybrid_remat.torch import _planner, _region_search
+
+    g = _small_traced_graph()
+
+    def signal_arrives(self, *args, **kwargs):
+        raise KeyboardInterrupt()
+
+    monkeypatch.setattr(_planner._Evaluator, "__call__", signal_arrives)
+    monkeypatch.setattr(_region_search.RegionEvaluator, "__call__", signal_arrives)
+    with pytest.raises(_planner.PlanInterrupted) as caught:
+        _planner.plan_graph(g, 0.5, time_limit=600)
+    assert caught.value.plan is None and caught.value.signal == "SIGINT"

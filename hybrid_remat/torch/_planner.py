@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from .._cli_signals import signal_name
 from ..budgets import format_bytes, keep_all_peak
 from ..errors import BudgetError, HybridRematError
 from ..graph import Graph
@@ -41,8 +42,37 @@ from ._overheads import Overheads
 from ._result import MECHANISMS, TorchPlan, budget_bytes
 
 __all__ = [
-    "TorchPlan", "executable_order", "executable_plan", "held_closure", "search_keep_set", "keep_set_from_plan",
+    "TorchPlan", "PlanInterrupted", "executable_order", "executable_plan", "held_closure", "search_keep_set", "keep_set_from_plan",
 ]
+
+
+class PlanInterrupted(KeyboardInterrupt):
+    """A signal stopped the search; ``plan`` is the best plan found so far
+    (simulated, ``plan.interrupted`` names the signal) or ``None`` when none
+    was found yet, ``signal`` the signal's name."""
+
+    def __init__(self, plan: TorchPlan | None, signal: str = "SIGINT"):
+        super().__init__(f"planning interrupted by {signal}")
+        self.plan = plan
+        self.signal = signal
+
+
+def interrupted_with(tp: TorchPlan | None, stop: BaseException) -> PlanInterrupted:
+    """``stop`` (a ``KeyboardInterrupt``) as :class:`PlanInterrupted` carrying
+    ``tp`` marked interrupted."""
+    name = signal_name(stop)
+    if tp is not None:
+        tp.interrupted = name
+    return PlanInterrupted(tp, name)
+
+
+def _best_so_far(graph, problem, evaluators, overheads) -> TorchPlan | None:
+    """The fastest fitting candidate any evaluator has seen, as a simulated plan."""
+    fitting = [c for ev in evaluators for c in list(ev.seen.values()) if ev.fits(c)]
+    if not fitting:
+        return None
+    best = min(fitting, key=lambda c: (c.step_s, c.peak))
+    return _to_plan(graph, problem, best, [_row(best, int(problem.budgets[0]))], overheads)
 
 
 class _Structure:
@@ -236,7 +266,8 @@ def _binary_search(ev: _Evaluator, make, lo: int, hi: int, family: str, increasi
     return best
 
 
-def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: bool = True, overheads=None) -> tuple:
+def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: bool = True, overheads=None,
+                    evaluators: list | None = None) -> tuple:
     """Find the fastest executable keep set within ``problem``'s budget
     (for the op-replay runtime).
 
@@ -244,10 +275,14 @@ def search_keep_set(problem: Problem, *, time_limit: float = 10.0, use_solvers: 
     -------
     (best, tried, evaluator) : (Candidate or None, list of dict, _Evaluator)
         ``tried`` summarises each candidate; ``evaluator.seen`` holds every
-        keep set evaluated.
+        keep set evaluated; it is appended to ``evaluators`` too (its
+        candidates so far are the best plan so far when a signal stops the
+        search).
     """
     t_end = time.perf_counter() + max(float(time_limit), 0.0)
     ev = _Evaluator(problem, overheads)
+    if evaluators is not None:
+        evaluators.append(ev)
     st = ev.st
     g = ev.g
     n_fwd = st.n_fwd
@@ -359,8 +394,14 @@ def _solver_plans(problem: Problem, time_limit: float):
         from ..anytime import anytime_solve
     except ImportError:  # pragma: no cover - the library always has it
         return
+    import signal
+
+    # under the command line (whose SIGTERM handler yields to a solve) the solve stops on SIGTERM as on
+    # Ctrl-C, raising SolveInterrupted; a library caller's SIGTERM keeps its own behaviour
+    names = ("SIGINT", "SIGTERM") if getattr(signal.getsignal(signal.SIGTERM), "yields_to_solve", False) \
+        else ("SIGINT",)
     try:
-        res = anytime_solve(problem, time_limit)
+        res = anytime_solve(problem, time_limit, signals=names)
     except Exception as e:  # noqa: BLE001 - a solver failure must not break planning; the families stand
         import warnings
 
@@ -411,6 +452,9 @@ def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: b
 
     Raises
     ------
+    PlanInterrupted
+        On a signal (``KeyboardInterrupt``, SIGTERM's ``Terminated``): the
+        best plan found so far, simulated and marked interrupted, or none.
     BudgetError
         When no executable plan fits; the message names the lowest peak an
         executable plan reaches, a budget that plans.
@@ -429,6 +473,16 @@ def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: b
         tp = _to_plan(graph, problem, c, [_row(c, nbytes)], overheads)
         tp.alternatives = []
         return tp
+    evaluators: list = []
+    try:
+        return _search(graph, problem, nbytes, time_limit, use_solvers, mechanism, overheads, evaluators)
+    except PlanInterrupted:
+        raise
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM, an interrupted anytime_solve: the best plan so far
+        raise interrupted_with(_best_so_far(graph, problem, evaluators, overheads), stop) from None
+
+
+def _search(graph, problem, nbytes, time_limit, use_solvers, mechanism, overheads, evaluators) -> TorchPlan:
     t_end = time.perf_counter() + max(float(time_limit), 0.0)
     found, tried, lows = [], [], []
     if mechanism in ("auto", "regions") and "calls" in graph.meta["torch"]:
@@ -436,7 +490,8 @@ def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: b
         from ._regions import RegionModel
 
         share = t_end if mechanism == "regions" else time.perf_counter() + 0.4 * max(float(time_limit), 0.0)
-        best_r, _, ev_r = search_regions(problem, RegionModel(graph), overheads or _zero(), t_end=share)
+        best_r, _, ev_r = search_regions(problem, RegionModel(graph), overheads or _zero(), t_end=share,
+                                          evaluators=evaluators)
         tried += [_row(c, ev_r.budget) for c in ev_r.seen.values()]
         lows += list(ev_r.seen.values())
         if best_r is not None:
@@ -457,7 +512,7 @@ def plan_graph(graph: Graph, budget, *, time_limit: float = 10.0, use_solvers: b
                 found.append(c)
     if mechanism in ("auto", "ops"):
         best_o, rows, ev_o = search_keep_set(problem, time_limit=max(t_end - time.perf_counter(), 0.0),
-                                             use_solvers=use_solvers, overheads=overheads)
+                                             use_solvers=use_solvers, overheads=overheads, evaluators=evaluators)
         tried += rows
         lows += [c for c in ev_o.seen.values() if c.family != "anytime_solve"]
         if best_o is not None:

@@ -128,9 +128,13 @@ def checkpoint_pools(rm: RegionModel, paths=None) -> dict:
     return {name: _disjoint(rm, sorted(ps, key=lambda p: first_call[p])) for name, ps in pools.items()}
 
 
-def search_regions(problem, rm: RegionModel, overheads, *, t_end: float) -> tuple:
-    """``(best candidate or None, every candidate tried, evaluator)``."""
+def search_regions(problem, rm: RegionModel, overheads, *, t_end: float, evaluators: list | None = None) -> tuple:
+    """``(best candidate or None, every candidate tried, evaluator)``; the
+    evaluator is appended to ``evaluators`` too (its candidates so far are
+    the best plan so far when a signal stops the search)."""
     ev = RegionEvaluator(problem, rm, overheads)
+    if evaluators is not None:
+        evaluators.append(ev)
     g = problem.graph
     cost = ev.cost
     nbytes = g.bytes.astype(np.float64)

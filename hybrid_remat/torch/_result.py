@@ -75,6 +75,7 @@ class TorchPlan:
     measured: dict = field(default_factory=dict)
     loss_fn: object = None
     alternatives: list = field(default_factory=list, repr=False)
+    interrupted: str | None = None  # the signal that stopped the search (the best plan so far), else None
 
     @property
     def budget_bytes(self) -> int:
@@ -141,6 +142,8 @@ class TorchPlan:
             "dropped": [self.graph.names[v] for v in dropped_saved],
             "dropped_nodes": dropped_saved,
             "dropped_all": [int(v) for v in self.dropped],
+            "interrupted": self.interrupted is not None,
+            "signal": self.interrupted,
         }
 
     def to_json(self) -> dict:

@@ -16,7 +16,7 @@ import torch
 from ..errors import BudgetError, HybridRematError
 from ._calibrate import calibrate as measure_overheads
 from ._overheads import Overheads
-from ._planner import _problem, executable_plan, plan_graph
+from ._planner import _problem, executable_plan, interrupted_with, plan_graph
 from ._regions import Region
 from ._result import TorchPlan, budget_bytes, model_forward_end, ops_digest
 from ._runtime import TorchPlanWarning
@@ -142,8 +142,11 @@ def plan(
         raise BudgetError(f"{str(e).rsplit('; budget=', 1)[0]}; measured, it holds {m['live_peak_bytes']} B; "
                           f"budget={hint} plans") from None
     if verify and not (tp.mechanism == "regions" and not tp.regions):  # the plain step needs no verification
-        tp = _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, use_solvers, mechanism, oh,
-                       verify_steps)
+        try:
+            tp = _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, use_solvers, mechanism,
+                           oh, verify_steps)
+        except KeyboardInterrupt as stop:  # PlanInterrupted of a re-plan too: the plan already found stands
+            raise interrupted_with(tp, stop) from None
     tp.loss_fn = loss_fn
     return tp
 

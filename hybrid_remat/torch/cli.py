@@ -160,6 +160,8 @@ def run(args) -> int:
             model, inputs, default_loss, budget=_budget(args.budget), time_limit=args.time_limit, costs=args.costs,
             repeats=args.repeats, name=args.factory.rpartition(":")[2],
         )
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: the best plan so far, marked interrupted
+        return _interrupted(args, stop)
     except HybridRematError:
         raise
     except Exception as e:  # noqa: BLE001 - errors from the user's model (shapes, dtypes, devices)
@@ -175,6 +177,24 @@ def run(args) -> int:
         f"outputs (stand-in); apply with hybrid_remat.torch.load(model, {args.out!r}, loss_fn)"
     )
     return 0
+
+
+def _interrupted(args, stop: KeyboardInterrupt) -> int:
+    """Write the best plan so far (simulated, marked interrupted) when there
+    is one, else say so; the exit code 130 (SIGINT) or 143 (SIGTERM)."""
+    from .._cli_signals import exit_code, signal_name
+
+    tp = getattr(stop, "plan", None)
+    if tp is None:
+        print(f"hybrid-remat: interrupted ({signal_name(stop)}) before any plan was found; nothing written",
+              file=sys.stderr)
+        return exit_code(stop)
+    tp.write(args.out, overwrite=args.force)
+    s = tp.summary()
+    print(f"{args.out}: plan written (interrupted): the best plan so far, predicted peak "
+          f"{s['predicted_peak_bytes']} B of budget {s['budget_bytes']} B, +{s['overhead_pct']:.1f}% time")
+    print(f"hybrid-remat: interrupted ({signal_name(stop)}); the best plan so far is in {args.out}", file=sys.stderr)
+    return exit_code(stop)
 
 
 def _budget(text: str):

@@ -137,8 +137,13 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
             return FormulationResult("error", stats={**stats, "error": "checkmate handles one device only"})
         phases = self.phases(problem, seconds)
         if not phases:
-            stats["skipped"] = "every model is too large to build and solve within the time limit"
-            return FormulationResult("no_solution", stats=stats)
+            # no model fits the prediction; the scheduler skips this formulation then (predict_seconds is inf)
+            # unless it was named, and a named model is attempted: the smallest one, built with the deadline
+            # (a build that cannot finish ends with BuildTimeout, said in the phase's stats)
+            cap = self.recompute_cap if self.recompute_cap is not None else 2
+            phases = [(self.max_stage_size, cap, 1.0)]
+            stats["attempted"] = ("no model predicted to fit the time limit: the smallest attempted "
+                                  f"(stages of {self.max_stage_size}, recompute cap {cap})")
         best_plan, best_obj = None, float("inf")
         if incumbent is not None:
             sim = simulate(problem, incumbent)
@@ -164,8 +169,9 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
             # plan's order of first computations (relabelling the graph) so that it is a complete start
             follow = best_plan is not None and self.follow_incumbent and (k > 0 or len(phases) == 1)
             fr = self._in_order(problem, best_plan if follow else None, best_plan, on_incumbent, pstats,
-                                lambda pr, start, cb, st, _s=size, _c=cap, _l=plim:
-                                self._solve_phase(pr, _s, _c, start, _l, seed, cb, on_bound, st))
+                                lambda pr, start, cb, st, _s=size, _c=cap, _l=plim, _k=k:
+                                self._solve_phase(pr, _s, _c, start, _l, seed, cb, on_bound, st,
+                                                  predicted_skip=_k > 0))
             pstats["status"] = fr.status
             if fr.plan is not None and (best_plan is None or _better(fr.objective, best_obj)):
                 best_plan, best_obj = fr.plan, fr.objective
@@ -243,13 +249,17 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
         return fr
 
     def _solve_phase(self, problem, size, cap, incumbent, lim, seed, on_incumbent, on_bound, stats,
-                     fix_from_lp: bool = False) -> FormulationResult:
+                     fix_from_lp: bool = False, predicted_skip: bool = True) -> FormulationResult:
+        """One model built and solved within ``lim``; a later phase
+        (``predicted_skip``) is skipped when its build is predicted to
+        overrun the time left, the first is attempted (the scheduler admitted
+        it, or the user named it) and its build honours the deadline."""
         t0 = time.perf_counter()
         starts = stage_starts(problem.graph.n, size)
         est = estimate_size(problem.graph, starts, cap)
         stats.update(stages=int(len(starts) - 1), estimate=est)
         left = lim.left()
-        if math.isfinite(left) and (est["vars"] + est["rows"]) / BUILD_RATE > 0.9 * left:
+        if predicted_skip and math.isfinite(left) and (est["vars"] + est["rows"]) / BUILD_RATE > 0.9 * left:
             stats["skipped"] = "model too large to build within the time limit"
             return FormulationResult("no_solution", stats=stats)
         cm = None
