@@ -214,7 +214,7 @@ def test_anytime_solve_plans_are_mapped_and_resimulated(monkeypatch):
     keep[::3] = True
     calls = []
 
-    def anytime_solve(problem, time_limit):
+    def anytime_solve(problem, time_limit, **options):
         calls.append(time_limit)
         return types.SimpleNamespace(plan=hrt.executable_plan(g, keep, "cpu"))
 
