@@ -36,7 +36,7 @@ from numba import njit
 
 from ..core.sequence import minimal_plan
 
-__all__ = ["keep_sequence", "sequence_plan", "keep_sequence_kernel", "KeepSetPlanner"]
+__all__ = ["keep_sequence", "sequence_plan", "keep_sequence_kernel", "KeepSetPlanner", "capacity_rounds"]
 
 
 @njit(cache=True)
@@ -119,3 +119,52 @@ class KeepSetPlanner:
         seq, rec = keep_sequence_kernel(self.order, self.is_fwd, keep, g.pred_ptr, g.pred_idx)
         plan, peak = sequence_plan(g, seq, self.problem.primary.name, {"solver": self.solver})
         return plan, peak, rec
+
+
+def capacity_rounds(problem, planner: KeepSetPlanner, base: int, choose, least, *, limits, max_rounds: int,
+                    on_incumbent=None, source: str = "", note=None):
+    """The chain solvers' repair loop: ``choose(capacity)`` picks a keep set
+    from measured figures for the memory left above ``base`` (``(keep,
+    info)`` or ``None``), the plan is simulated, and the capacity is lowered
+    by what the plan's peak overshot, or raised once by the room it left.
+    ``least()``: the least-memory keep set, tried once when nothing fits the
+    figures.  Returns ``(plan, value, info, rounds)`` of the best valid plan
+    (``None, inf, None, rounds`` when none was), each round as a dict
+    (``note(sim, info)`` adds to it)."""
+    import math
+
+    from ..simulate import simulate
+
+    B = int(problem.budgets[0])
+    capacity = float(B - base)
+    best = (None, math.inf, None)
+    rounds = []
+    raised = False
+    for _ in range(max_rounds):
+        if limits.expired() or capacity <= 0:
+            break
+        got = choose(capacity)
+        if got is None:
+            if rounds:
+                break
+            got = least()
+        keep, info = got
+        plan, peak, _ = planner.plan(keep)
+        sim = simulate(problem, plan)
+        rounds.append({"capacity": capacity, "peak": int(peak), "valid": bool(sim.valid),
+                       **(note(sim, info) if note is not None else {})})
+        if sim.valid:
+            value = problem.objective.value(sim)
+            if value < best[1]:
+                best = (plan, value, info)
+                if on_incumbent is not None:
+                    on_incumbent(plan, source)
+            if raised or B - peak <= 1e-3 * B:
+                break
+            raised = True           # the measured figures were pessimistic: once, use the room left
+            capacity += B - peak
+            continue
+        if raised:
+            break
+        capacity -= max(1, peak - B)
+    return (*best, rounds)

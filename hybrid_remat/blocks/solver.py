@@ -61,7 +61,7 @@ import numpy as np
 from ..limits import Limits, now
 from ..simulate import simulate
 from .detect import BlockStructure, detect_blocks
-from .schedule import KeepSetPlanner
+from .schedule import KeepSetPlanner, capacity_rounds
 from .staircase import closure_staircase
 
 __all__ = ["BlockMenus", "BlockResult", "block_menus", "probe", "measure_options", "allocate", "solve_blocks",
@@ -326,45 +326,29 @@ def solve_blocks(problem, *, limits: Limits | None = None, structure: BlockStruc
     stats["probe_s"] = now() - t0 - stats["menu_s"]
     if fig is None:
         return BlockResult(None, math.inf, {}, {**stats, "stopped": "limits"})
-    B = int(problem.budgets[0])
     held, inside, extra = fig["held"], fig["inside"], fig["extra"]
     epi_inside, epi_extra = fig["epi_inside"], fig["epi_extra"]
-    base = fig["base"]
-    best = BlockResult(None, math.inf, {}, stats)
-    capacity = float(B - base)
-    rounds = []
-    raised = False
-    for _ in range(max_rounds):
-        if limits.expired() or capacity <= 0:
-            break
-        got = allocate(L, held, inside, extra, epi_inside, epi_extra, capacity, limits=limits)
-        if got is None:
-            if rounds:
-                break
-            # the measured figures leave no room: try the least memory everywhere once
-            least = int(np.argmin(np.asarray(held) + np.asarray(inside)))
-            got = ({least: L}, int(np.argmin(epi_inside)) if epi_inside else None, [least])
+
+    def chosen(got):
         counts, epi, order = got
-        options = _assign(counts, order)
-        keep = keep_mask(problem.graph, bs, options, menus, epi)
-        plan, peak, _ = arrays.plan(keep)
-        sim = simulate(problem, plan)
-        rounds.append({"capacity": capacity, "peak": peak, "valid": sim.valid,
-                       "tdi_pct": sim.tdi_pct, "counts": {int(k): v for k, v in counts.items() if v}})
-        if sim.valid:
-            value = problem.objective.value(sim)
-            if value < best.objective:
-                best = BlockResult(plan, value, {"counts": counts, "epilogue": epi}, stats)
-                if on_incumbent is not None:
-                    on_incumbent(plan, "blocks")
-            if raised or B - peak <= 1e-3 * B:
-                break
-            raised = True           # the measured figures were pessimistic: once, use the room left
-            capacity += B - peak
-            continue
-        if raised:
-            break
-        capacity -= max(1, peak - B)
+        keep = keep_mask(problem.graph, bs, _assign(counts, order), menus, epi)
+        return keep, {"counts": counts, "epilogue": epi}
+
+    def choose(capacity):
+        got = allocate(L, held, inside, extra, epi_inside, epi_extra, capacity, limits=limits)
+        return None if got is None else chosen(got)
+
+    def least():    # the measured figures leave no room: the least memory everywhere
+        k = int(np.argmin(np.asarray(held) + np.asarray(inside)))
+        return chosen(({k: L}, int(np.argmin(epi_inside)) if epi_inside else None, [k]))
+
+    def note(sim, info):
+        return {"tdi_pct": sim.tdi_pct, "counts": {int(k): v for k, v in info["counts"].items() if v}}
+
+    plan, value, info, rounds = capacity_rounds(problem, arrays, fig["base"], choose, least, limits=limits,
+                                                max_rounds=max_rounds, on_incumbent=on_incumbent,
+                                                source="blocks", note=note)
+    best = BlockResult(plan, value, info or {}, stats)
     stats["rounds"] = rounds
     stats["seconds"] = now() - t0
     best.stats = stats

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..blocks.schedule import KeepSetPlanner
+from ..blocks.schedule import KeepSetPlanner, capacity_rounds
 from ..limits import Limits, now
 from ..simulate import simulate
 from .chain import SegmentChain, segment_chain
@@ -207,36 +207,19 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
     if fig is None:
         return SegmentResult(None, math.inf, [], {**stats, "stopped": "limits"})
     base, held, inside, extra = fig
-    B = int(problem.budgets[0])
-    capacity = float(B - base)
-    best = SegmentResult(None, math.inf, [], stats)
-    rounds = []
-    raised = False
-    for _ in range(max_rounds):
-        if limits.expired() or capacity <= 0:
-            break
+
+    def choose(capacity):
         choice = chain_dp(held, inside, extra, capacity)
-        if choice is None:
-            if rounds:
-                break
-            choice = [len(m.options) - 1 for m in per_stage]      # the least memory everywhere, once
-        plan, peak, _ = planner.plan(_keep(problem.graph, chain, per_stage, choice))
-        sim = simulate(problem, plan)
-        rounds.append({"capacity": capacity, "peak": int(peak), "valid": bool(sim.valid)})
-        if sim.valid:
-            value = problem.objective.value(sim)
-            if value < best.objective:
-                best = SegmentResult(plan, value, choice, stats)
-                if on_incumbent is not None:
-                    on_incumbent(plan, "segments")
-            if raised or B - peak <= 1e-3 * B:
-                break
-            raised = True
-            capacity += B - peak
-            continue
-        if raised:
-            break
-        capacity -= max(1, peak - B)
+        return None if choice is None else (_keep(problem.graph, chain, per_stage, choice), choice)
+
+    def least():    # the least memory everywhere, once
+        choice = [len(m.options) - 1 for m in per_stage]
+        return _keep(problem.graph, chain, per_stage, choice), choice
+
+    plan, value, choice, rounds = capacity_rounds(problem, planner, base, choose, least, limits=limits,
+                                                  max_rounds=max_rounds, on_incumbent=on_incumbent,
+                                                  source="segments")
+    best = SegmentResult(plan, value, choice or [], stats)
     stats["rounds"] = rounds
     stats["seconds"] = now() - t0
     best.stats = stats
