@@ -308,6 +308,13 @@ def write_md(path: pathlib.Path, rows: list[dict], meta: dict) -> None:
                                           for sz in sizes) + ".", ""]
         table, e = _natural_table(fam_rows, sizes, nodes, meta.get("first_phase", {}).get(fam, {}))
         lines += table + [""]
+        declined = {(name, cell) for ph in meta.get("first_phase", {}).get(fam, {}).values()
+                    for name, cell in ph.items()
+                    if cell.startswith("no: ") and "multi-device" not in cell and "repeated blocks" not in cell
+                    and name in plugins.heuristics()}
+        if declined:
+            lines += [f"Declined at {nodes[sizes[-1]]:,} nodes (not in any phase, no row): "
+                      + "; ".join(f"{name} ({cell[4:]})" for name, cell in sorted(declined)) + ".", ""]
         for (comp, bud), v in e.items():
             exps.setdefault((comp, bud), []).append(v)
     steep = sorted({c for (c, _), vs in exps.items() for k, _ in vs if not math.isnan(k) and k > 1.3})

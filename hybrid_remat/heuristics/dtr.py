@@ -9,7 +9,12 @@ evicted inputs are recomputed on demand, recursively
 union-find), ``"lru"``, ``"size"``, ``"msps"``, and offline variants that
 know each value's next reader (``"next_use"``, ``"next_use_eq"``,
 ``"next_use_full"``: cost of every ancestor that would have to be
-recomputed at the next use).  The compute sequence is then pruned of
+recomputed at the next use; ``"belady"``: the same score kept in a heap,
+keyed when a value is computed or read and re-keyed lazily when it comes up
+as the victim, so an eviction costs a few heap operations instead of a
+sample of scores: 0.03-0.08 CPU s at 10k nodes on six families where
+``next_use_full`` takes 0.16-0.37 s, and a plan on every family where
+``next_use_full`` gives one, at 50 % and 30 %, also the U-Net at 30 %).  The compute sequence is then pruned of
 recomputations the budget does not need.  Deterministic for a seed and a
 work budget.  ``lru`` and ``size`` pick their victims from a heap; the
 other scores score every resident value while there are at most
@@ -18,6 +23,14 @@ near-linear in the graph size; above :data:`SAMPLING_NODES` nodes both
 shrink in proportion (at least 32), so that a run stays near 1 s at 100k
 nodes (``benchmarks/results/heuristic_scaling.md``: 4.2 -> 0.8 CPU s for
 ``dtr_next_use`` on the 100k-node random layered graph, TDI 6.9 -> 7.3 %).
+
+Thrashing.  A run gives up after :data:`STEP_FACTOR` ``n + 1000`` steps
+(computes and frees): on the six graph families at 10k nodes, 50 % and 30 %,
+every run that gave a plan took at most ``3.2 n`` steps but one (LRU on the
+ResNet stages, ``6.8 n``, a plan the other scores beat), while the runs that
+thrash (most scores on random layered graphs) used the whole former limit of
+``10 n`` before failing: 0.6-2.3 s for no plan at 100k nodes.  ``max_nodes``
+(``dtr_lru``: 30k) declines larger graphs.
 
 Examples
 --------
@@ -35,11 +48,13 @@ from __future__ import annotations
 from ..interfaces import Heuristic
 from .common import SAMPLE, SCAN_ALL, GraphArrays, WorkMeter, finish, score_code
 
-__all__ = ["DTR", "SAMPLING_NODES", "sampling"]
+__all__ = ["DTR", "SAMPLING_NODES", "STEP_FACTOR", "sampling"]
 
 #: graphs up to this many nodes get the full ``scan_all`` / ``sample``; larger ones proportionally fewer
 SAMPLING_NODES = 12_500
 MIN_SAMPLE = 32
+#: a run gives up (thrashing) after ``STEP_FACTOR * n + 1000`` steps (module docstring)
+STEP_FACTOR = 3.5
 
 
 def sampling(n: int, scan_all: int = SCAN_ALL, sample: int = SAMPLE) -> tuple[int, int]:
@@ -77,14 +92,21 @@ class DTR(Heuristic):
     scale_sampling : bool
         Fewer of both on graphs above :data:`SAMPLING_NODES` nodes
         (:func:`sampling`).
+    max_nodes : int, optional
+        Decline (``applicable``) graphs with more nodes.
+    why_not : str
+        The reason given when it declines.
     """
 
     version = "3"
     capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
 
     def __init__(self, score: str = "dtr_eq", *, prune: bool = True, name: str | None = None, rank: float = 2.0,
-                 scan_all: int = SCAN_ALL, sample: int = SAMPLE, scale_sampling: bool = True):
+                 scan_all: int = SCAN_ALL, sample: int = SAMPLE, scale_sampling: bool = True,
+                 max_nodes: int | None = None, why_not: str = ""):
         score_code(score)
+        self.max_nodes = max_nodes
+        self.why_not = why_not
         self.scale_sampling = bool(scale_sampling)
         self.score = score
         self.prune = prune
@@ -93,14 +115,21 @@ class DTR(Heuristic):
         self.scan_all = int(scan_all)
         self.sample = int(sample)
 
+    def applicable(self, problem) -> tuple[bool, str]:
+        if self.max_nodes is not None and problem.graph.n > self.max_nodes:
+            return False, f"above {self.max_nodes} nodes{' (' + self.why_not + ')' if self.why_not else ''}"
+        return True, ""
+
     def run(self, problem, *, seed: int = 0, limits=None):
-        """A plan, or ``None`` when eviction fails or ``limits`` run out
-        before the schedule is complete (a partial prune still counts)."""
+        """A plan, or ``None`` when eviction fails (or thrashes: more than
+        :data:`STEP_FACTOR` ``n + 1000`` steps) or ``limits`` run out before
+        the schedule is complete (a partial prune still counts)."""
         a = GraphArrays.from_problem(problem)
         meter = WorkMeter(limits)
         scan_all, sample = (sampling(a.n, self.scan_all, self.sample) if self.scale_sampling
                             else (self.scan_all, self.sample))
-        res = meter.execute(a, score=self.score, seed=seed, scan_all=scan_all, sample=sample)
+        res = meter.execute(a, score=self.score, seed=seed, scan_all=scan_all, sample=sample,
+                            max_steps=int(STEP_FACTOR * a.n) + 1000)
         if not res.ok:
             return None
         seq = meter.prune(a, res.seq) if self.prune else res.seq

@@ -32,7 +32,7 @@ from numba import njit
 
 __all__ = [
     "SCORE_DTR", "SCORE_DTR_EQ", "SCORE_LRU", "SCORE_SIZE", "SCORE_MSPS", "SCORE_NEXT_USE", "SCORE_NEXT_USE_EQ",
-    "SCORE_DTR_FULL", "SCORE_NEXT_USE_FULL", "SCORE_NAMES", "STATUS_OK", "STATUS_NO_VICTIM", "STATUS_STEP_LIMIT",
+    "SCORE_DTR_FULL", "SCORE_NEXT_USE_FULL", "SCORE_BELADY", "SCORE_NAMES", "BELADY_CAP", "BELADY_REKEYS", "STATUS_OK", "STATUS_NO_VICTIM", "STATUS_STEP_LIMIT",
     "STATUS_OVER_BUDGET", "STATUS_WORK_SPENT", "execute_kernel",
 ]
 
@@ -45,7 +45,13 @@ SCORE_NEXT_USE = 5     # cost / (bytes * distance to next use)    (offline: the 
 SCORE_NEXT_USE_EQ = 6  # (cost + evicted class cost) / (bytes * distance to next use)
 SCORE_DTR_FULL = 7     # (cost of u + every absent ancestor it needs) / (bytes * staleness)
 SCORE_NEXT_USE_FULL = 8  # (cost of u + every absent ancestor it needs) / (bytes * distance to next use)
-SCORE_NAMES = ("dtr", "dtr_eq", "lru", "size", "msps", "next_use", "next_use_eq", "dtr_full", "next_use_full")
+SCORE_BELADY = 9       # SCORE_NEXT_USE_FULL kept in a heap: keyed when used, re-keyed lazily when it is the victim
+SCORE_NAMES = ("dtr", "dtr_eq", "lru", "size", "msps", "next_use", "next_use_eq", "dtr_full", "next_use_full",
+               "belady")
+#: the closure of a ``belady`` key stops (counts as too dear) beyond this many ancestors
+BELADY_CAP = 8
+#: fresh keys computed per eviction (``belady``) before the top of the heap is taken as it is
+BELADY_REKEYS = 8
 CLOSURE_CAP = 48
 
 STATUS_OK = 0
@@ -99,10 +105,10 @@ def _eq_cost(u, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, evicted, parent, c
 
 
 @njit(cache=True)
-def _closure_cost(u, cost, pred_ptr, pred_idx, resident, stamp, mark, work, big, last_use, horizon):
+def _closure_cost(u, cost, pred_ptr, pred_idx, resident, stamp, mark, work, big, last_use, horizon, cap):
     """cost[u] plus the cost of every ancestor needed to recompute it that
     is absent now or freed (last reader before target ``horizon``) by then
-    (``big`` when more than ``CLOSURE_CAP`` nodes would be needed)."""
+    (``big`` when more than ``cap`` nodes would be needed)."""
     c = cost[u]
     top = 0
     work[top] = u
@@ -118,7 +124,7 @@ def _closure_cost(u, cost, pred_ptr, pred_idx, resident, stamp, mark, work, big,
             mark[w] = stamp
             c += cost[w]
             count += 1
-            if count > CLOSURE_CAP:
+            if count > cap:
                 return big + c
             work[top] = w
             top += 1
@@ -237,10 +243,11 @@ def _score(u, t, clock, score_kind, bytes_, cost, pred_ptr, pred_idx, succ_ptr, 
     if score_kind == SCORE_DTR or score_kind == SCORE_NEXT_USE:
         c = cost[u]
     elif score_kind == SCORE_DTR_FULL:
-        c = _closure_cost(u, cost, pred_ptr, pred_idx, resident, stamp, mark, work, big, last_use, 0)
+        c = _closure_cost(u, cost, pred_ptr, pred_idx, resident, stamp, mark, work, big, last_use, 0, CLOSURE_CAP)
     elif score_kind == SCORE_NEXT_USE_FULL:
         horizon = t + _next_use(u, t, succ_idx, succ_ptr, next_ptr, n) - 1
-        c = _closure_cost(u, cost, pred_ptr, pred_idx, resident, stamp, mark, work, big, last_use, horizon)
+        c = _closure_cost(u, cost, pred_ptr, pred_idx, resident, stamp, mark, work, big, last_use, horizon,
+                          CLOSURE_CAP)
     else:
         c = _eq_cost(u, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, evicted, parent, cls_cost, roots)
     if score_kind == SCORE_DTR or score_kind == SCORE_DTR_EQ or score_kind == SCORE_DTR_FULL:
@@ -256,6 +263,27 @@ def _score(u, t, clock, score_kind, bytes_, cost, pred_ptr, pred_idx, succ_ptr, 
                 if dw < dist:
                     dist = dw
     return c / (bytes_[u] * float(dist))
+
+
+@njit(cache=True)
+def _belady_key(u, t, cost, bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, next_ptr, n, resident, evicted,
+                remaining, support, stamp, mark, work, big, last_use, weights, noise):
+    """Heap key of resident ``u`` at target ``t`` (``belady``): the
+    ``next_use_full`` score, (cost of ``u`` and of every ancestor its
+    recomputation needs by its next use) / (bytes x distance to that use),
+    the next use being that of an evicted reader ``u`` must help recompute
+    when it comes first."""
+    dist = _next_use(u, t, succ_idx, succ_ptr, next_ptr, n)
+    if support[u] > 0:
+        for j in range(succ_ptr[u], succ_ptr[u + 1]):
+            w = succ_idx[j]
+            if evicted[w] and remaining[w] > 0:
+                dw = _next_use(w, t, succ_idx, succ_ptr, next_ptr, n)
+                if dw < dist:
+                    dist = dw
+    c = _closure_cost(u, cost, pred_ptr, pred_idx, resident, stamp, mark, work, big, last_use, t + dist - 1,
+                      BELADY_CAP)
+    return c / (bytes_[u] * float(dist)) * weights[u] * noise[u]
 
 
 @njit(cache=True)
@@ -325,7 +353,8 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
             last_use[v] = succ_idx[succ_ptr[v + 1] - 1]
     out_op = np.empty(4 * n + 16, dtype=np.int8)
     out_node = np.empty(4 * n + 16, dtype=np.int64)
-    static = score_kind == SCORE_LRU or score_kind == SCORE_SIZE  # keys change only on use: a heap
+    belady = score_kind == SCORE_BELADY
+    static = score_kind == SCORE_LRU or score_kind == SCORE_SIZE or belady  # keyed on use: a heap
     hk = np.empty(n + 16, dtype=np.float64)
     hu = np.empty(n + 16, dtype=np.int64)
     hv = np.empty(n + 16, dtype=np.int64)
@@ -365,6 +394,7 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                 best = -1
                 best_score = np.inf
                 if static:
+                    rekeys = 0
                     while hn > 0:
                         used += 1
                         hn = _heap_pop(hk, hu, hv, hn)
@@ -376,6 +406,20 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                             # key and version), instead of popped and pushed back at every eviction meanwhile
                             parked[u] = True
                             continue
+                        if belady and rekeys < BELADY_REKEYS and hn > 0:
+                            # its key may be stale (ancestors evicted, a reader evicted, time passed): a fresh
+                            # one; back into the heap when the next entry now comes first
+                            rekeys += 1
+                            used += 1
+                            stamp += 1
+                            key = _belady_key(u, t, cost, bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, next_ptr,
+                                              n, resident, evicted, remaining, support, stamp, mark, work, big,
+                                              last_use, weights, noise)
+                            if key > hk[0]:
+                                ver[u] += 1
+                                hkey[u] = key
+                                hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, key, u, ver[u])
+                                continue
                         best = u
                         break
                 else:
@@ -453,7 +497,14 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
             last_access[x] = clock
             if static and bytes_[x] > 0:
                 ver[x] += 1
-                key = (float(clock + 1) if score_kind == SCORE_LRU else 1.0 / bytes_[x]) * weights[x] * noise[x]
+                if belady:
+                    used += 1
+                    stamp += 1
+                    key = _belady_key(x, t, cost, bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, next_ptr, n,
+                                      resident, evicted, remaining, support, stamp, mark, work, big, last_use,
+                                      weights, noise)
+                else:
+                    key = (float(clock + 1) if score_kind == SCORE_LRU else 1.0 / bytes_[x]) * weights[x] * noise[x]
                 hkey[x] = key
                 parked[x] = False
                 hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, key, x, ver[x])
@@ -467,7 +518,18 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                     parked[u] = False
                     hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, hkey[u], u, ver[u])
                 lock[u] -= 1
-                if lock[u] == 0 and parked[u]:
+                if belady and sp == 0 and bytes_[u] > 0 and resident[u]:
+                    # target t read it: keyed again by its next use after t
+                    ver[u] += 1
+                    used += 1
+                    stamp += 1
+                    hkey[u] = _belady_key(u, t + 1, cost, bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, next_ptr,
+                                          n, resident, evicted, remaining, support, stamp, mark, work, big,
+                                          last_use, weights, noise)
+                    parked[u] = lock[u] > 0
+                    if not parked[u]:
+                        hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, hkey[u], u, ver[u])
+                elif lock[u] == 0 and parked[u]:
                     parked[u] = False
                     if resident[u]:
                         hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, hkey[u], u, ver[u])

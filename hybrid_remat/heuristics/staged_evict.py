@@ -166,6 +166,15 @@ class StagedEvict(Heuristic):
     max_seconds = 5.0
     VARIANTS = ((1.0, 1.0), (2.0, 1.0), (0.5, 1.0), (1.0, 0.5), (0.0, 1.0))
 
+    #: larger graphs are declined: plain Python, quadratic (2.5 s for no plan at 100k nodes)
+    max_nodes = 30_000
+
+    def applicable(self, problem) -> tuple[bool, str]:
+        if problem.graph.n > self.max_nodes:
+            return False, (f"above {self.max_nodes} nodes (plain Python, quadratic: 2.5 s for no plan at 100k "
+                           "nodes; the Numba DTR kernels plan faster)")
+        return True, ""
+
     def predict_seconds(self, problem) -> float:
         """Seconds of a run: ``5.4e-6 n^1.5`` (fitted at 1k-10k nodes,
         ``benchmarks/results/heuristic_scaling.md``), at most ``max_seconds``."""
