@@ -518,8 +518,9 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                     parked[u] = False
                     hk, hu, hv, hn = _heap_push(hk, hu, hv, hn, hkey[u], u, ver[u])
                 lock[u] -= 1
-                if belady and sp == 0 and bytes_[u] > 0 and resident[u]:
-                    # target t read it: keyed again by its next use after t
+                if belady and sp == 0 and bytes_[u] > 0 and resident[u] and not (
+                        remaining[u] == 1 and support[u] == 0 and lock[u] == 0 and done[u]):
+                    # target t read it (and it is not freed just below): keyed again by its next use after t
                     ver[u] += 1
                     used += 1
                     stamp += 1
