@@ -11,7 +11,11 @@ segment).
 
 Cost.  Scores that only change when their value is used (``lru``,
 ``size``) keep the resident values in a heap (lazy deletion): the victim is
-exact and costs ``O(log n)``.  For the others (they change with time) the
+exact and costs ``O(log n)``.  ``belady`` keeps ``next_use_full``'s score in
+a heap too: a value is keyed when it is computed and when its target reads
+it, and a popped victim is keyed afresh (at most :data:`BELADY_REKEYS`
+times per eviction) and goes back when the next entry now comes first; its
+closure stops at :data:`BELADY_CAP` ancestors.  For the others (they change with time) the
 resident values are kept in a list; a victim is the best of all of them
 while they are at most ``scan_all``, else the best of ``sample`` drawn at
 random (seeded; DTR's own sampling), so an eviction costs
