@@ -14,7 +14,7 @@ from hybrid_remat import plugins
 from hybrid_remat.blocks import BlocksFormulation, block_lower_bound, detect_blocks, solve_blocks
 from hybrid_remat.blocks.staircase import closure_staircase
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
-from hybrid_remat.exact._scip import ObjectiveScale
+from hybrid_remat.scip import ObjectiveScale
 from hybrid_remat.exact.bounds import cut_lower_bound
 from hybrid_remat.generators import random_dag, repeat_layers, training_graph
 from hybrid_remat.limits import Limits

@@ -1,4 +1,4 @@
-"""The SCIP layer (exact/_scip.py): status map, run loop, stop flag, pushed
+"""The SCIP layer (scip/): status map, run loop, stop flag, pushed
 plans, bound checks; and the numerics of every SCIP formulation at cost
 scales 1e-9, 1 and 1e6 against brute force (issue 12.3)."""
 
@@ -9,7 +9,7 @@ import pytest
 from test_exact_checkmate import tiny_problems  # noqa: E402  (tests/ is on sys.path)
 from test_hetero_makespan import tiny  # noqa: E402
 
-from hybrid_remat.exact._scip import (
+from hybrid_remat.scip import (
     MemoryScale,
     ObjectiveScale,
     PushHeuristic,
@@ -213,7 +213,7 @@ def test_ctrl_c_during_a_solve_is_passed_on_after_the_plans():
 
 
 def test_scip_is_interrupted_only_in_stages_that_allow_it():
-    from hybrid_remat.exact._scip.solve import _interrupt
+    from hybrid_remat.scip.solve import _interrupt
 
     class _Model:
         calls = 0

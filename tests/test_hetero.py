@@ -427,7 +427,7 @@ def test_window_models_are_neighbourhoods_of_their_plan():
     """A window keeps the plan outside its stages x nodes: the plan is a full
     start; its optimum lies between the full model's and the plan's; with
     every stage and node free it is the full model."""
-    from hybrid_remat.exact._scip import run
+    from hybrid_remat.scip import run
     from hybrid_remat.hetero.xengine import staged_base
     from hybrid_remat.hetero.xengine_model import XEngineModel
     from hybrid_remat.limits import Limits

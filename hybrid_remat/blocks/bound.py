@@ -264,7 +264,7 @@ def _allocate_bound(fronts, cap, limits):
     counts (lowered by SCIP's tolerance; 0, the trivial bound, otherwise)."""
     from pyscipopt import quicksum
 
-    from ..exact._scip import ObjectiveScale, cap_nodes, run, scip_model
+    from ..scip import ObjectiveScale, cap_nodes, run, scip_model
 
     if not fronts:
         return 0.0, [], 0.0

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from ..exact._scip import check_bound
+from ..scip import check_bound
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
 from .bound import RemembersBlocks, block_lower_bound
 from .solver import solve_blocks
@@ -87,7 +87,7 @@ def result_with_bound(r, bb, stats: dict) -> FormulationResult:
     """The formulation's result from a chain solve ``r`` (plan, simulated
     objective) and a block bound ``bb`` over every plan: ``optimal`` when the
     plan reaches the bound within SCIP's tolerance; a bound above the
-    simulated plan is dropped (:func:`~hybrid_remat.exact._scip.check_bound`)."""
+    simulated plan is dropped (:func:`~hybrid_remat.scip.check_bound`)."""
     if r.plan is None:
         return FormulationResult("no_solution", lower_bound=bb.value, stats=stats)
     tol = bb.tolerance + 1e-9 * abs(r.objective)

@@ -1,7 +1,6 @@
-"""Exact models and their helpers.
+"""Exact models and their helpers (every SCIP model is made, run and freed
+through the public SCIP layer :mod:`hybrid_remat.scip`).
 
-* :mod:`._scip` -- the one SCIP layer (model set-up, run loop, status map,
-  trusted bounds, scaling, pushed plans); every SCIP model uses it.
 * :mod:`.checkmate` -- the staged Checkmate MILP on SCIP (block stages,
   triangularity by construction, exact or conservative memory units,
   Checkmate's tightening cuts, recomputation cap), its decoder, its MIP-start

@@ -266,7 +266,7 @@ def _milp(c, A, b, lb, ub, limits) -> float | None:
     """SCIP's trusted dual bound of the 0/1 model (model units), or ``None``."""
     from pyscipopt import quicksum
 
-    from ._scip import ObjectiveScale, cap_nodes, run, scip_model
+    from ..scip import ObjectiveScale, cap_nodes, run, scip_model
 
     sc = ObjectiveScale.of(c)
     A = A.tocsr()

@@ -178,7 +178,7 @@ def solve_window(problem, plan, free_nodes, *, deadline=None, node_limit=None, s
     >>> simulate(p, better).total_time < simulate(p, start).total_time
     True
     """
-    from ._scip import DEFAULT_PARAMS, apply_params, run
+    from ..scip import DEFAULT_PARAMS, apply_params, run
     from .checkmate import BuildTimeout, CheckmateModel
 
     lim = Formulation.limits_of(limits, node_limit=node_limit)
@@ -313,7 +313,7 @@ class DecomposedFormulation(Formulation):
         from ..core.reductions import plan_to_original
         from ..limits import Limits
         from ..pruning import drop_recomputations
-        from ._scip import solve_limits
+        from ..scip import solve_limits
 
         t0 = time.perf_counter()
         lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)

@@ -12,7 +12,7 @@
    and simulate; keep the cheapest plan within the budget.
 
 The LP is solved by SCIP (a model with no integer variables, through
-:mod:`hybrid_remat.exact._scip`).  Models too large for ``max_items``
+:mod:`hybrid_remat.scip`).  Models too large for ``max_items``
 (variables plus rows) use coarser stages; the bound is then not reported (it
 would only cover the coarser class).  The bound's scope is the staged class
 of the reference order (``bound_scope = "staged"``).
@@ -36,7 +36,7 @@ import numpy as np
 from ..interfaces import Heuristic
 from ..limits import Limits
 from ..simulate import simulate
-from ._scip import check_bound, run
+from ..scip import check_bound, run
 from .checkmate import STAGED_SCOPE, BuildTimeout, CheckmateModel, estimate_size, stage_starts
 
 __all__ = ["LPRounding"]

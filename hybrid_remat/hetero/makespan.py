@@ -49,7 +49,7 @@ import time
 import numpy as np
 
 from ..core.reductions import InOrder
-from ..exact._scip import DEFAULT_PARAMS, ObjectiveScale, apply_params, check_bound, run, solve_limits
+from ..scip import DEFAULT_PARAMS, ObjectiveScale, apply_params, check_bound, run, solve_limits
 from ..interfaces import Formulation, FormulationResult
 from ..objective import MAKESPAN
 from ..problem import Problem

@@ -54,7 +54,7 @@ import numpy as np
 from ..core.reductions import InOrder
 from ..core.staged import encode
 from ..errors import SolverError
-from ..exact._scip import DEFAULT_PARAMS, apply_params, check_bound, run, solve_limits
+from ..scip import DEFAULT_PARAMS, apply_params, check_bound, run, solve_limits
 from ..interfaces import Formulation, FormulationResult
 from ..plan import Plan
 from ..problem import Problem

@@ -66,8 +66,8 @@ class ProbeScip(Formulation):
 
     def solve(self, problem, *, incumbent=None, limits=None, seed=0, threads=1, on_incumbent=None, on_bound=None,
               time_limit=None, node_limit=None, stop=None):
-        from hybrid_remat.exact._scip import run, scip_model
-        from hybrid_remat.exact._scip.solve import solve_limits
+        from hybrid_remat.scip import run, scip_model
+        from hybrid_remat.scip.solve import solve_limits
 
         lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
         rng = np.random.default_rng(7)

@@ -10,7 +10,7 @@
 
 The plan <-> ``R``/``S`` encoding shared with XEngine is
 :mod:`hybrid_remat.core.staged`; SCIP set-up and the run loop are
-:mod:`hybrid_remat.exact._scip`.
+:mod:`hybrid_remat.scip`.
 
 Examples
 --------
@@ -22,7 +22,7 @@ Examples
 """
 
 from ...core.staged import solve_r_opt, stage_starts, staged_rs
-from .._scip import DEFAULT_PARAMS, MemoryScale, apply_params
+from ...scip import DEFAULT_PARAMS, MemoryScale, apply_params
 from .encoding import StagedEncoding
 from .formulation import STAGED_SCOPE, CheckmateFormulation, order_scope
 from .model import BuildTimeout, CheckmateModel, build_checkmate_model, estimate_size

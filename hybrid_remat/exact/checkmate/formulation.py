@@ -37,7 +37,7 @@ from ...core.staged import first_compute_order, stage_starts
 from ...errors import PlanError
 from ...interfaces import Formulation, FormulationResult
 from ...simulate import simulate
-from .._scip import DEFAULT_PARAMS, PushHeuristic, apply_params, check_bound, run, solve_limits
+from ...scip import DEFAULT_PARAMS, PushHeuristic, apply_params, check_bound, run, solve_limits
 from .model import BuildTimeout, CheckmateModel, estimate_size
 from .policy import BUILD_RATE, DEFAULT_SECONDS, CheckmatePolicy
 

@@ -37,7 +37,7 @@ def solve_limits(limits=None, *, time_limit=None, node_limit=None, stop=None):
     """
     from dataclasses import replace
 
-    from ...interfaces import Formulation
+    from ..interfaces import Formulation
 
     if limits is None and time_limit is None:
         time_limit = DEFAULT_SECONDS
@@ -57,7 +57,7 @@ def cap_nodes(limits, node_limit: int | None):
     """
     from dataclasses import replace
 
-    from ...limits import Limits
+    from ..limits import Limits
 
     lim = limits if limits is not None else Limits()
     if node_limit is None:
