@@ -15,7 +15,7 @@ from hybrid_remat.blocks import BlocksFormulation, block_lower_bound, detect_blo
 from hybrid_remat.blocks.staircase import closure_staircase
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.scip import ObjectiveScale
-from hybrid_remat.exact.bounds import cut_lower_bound
+from hybrid_remat.bounds.cut import cut_lower_bound
 from hybrid_remat.generators import random_dag, repeat_layers, training_graph
 from hybrid_remat.limits import Limits
 from hybrid_remat.loaders import load_graph

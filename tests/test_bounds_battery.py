@@ -11,7 +11,7 @@ from test_exact_checkmate import tiny_problems  # noqa: E402  (tests/ is on sys.
 
 from benchmarks.bounds_battery import rescaled_instances, run, violations
 from hybrid_remat.anytime import anytime_solve
-from hybrid_remat.exact.bounds import cut_lower_bound
+from hybrid_remat.bounds.cut import cut_lower_bound
 from hybrid_remat.exact.checkmate import CheckmateFormulation
 from hybrid_remat.graph import Graph
 from hybrid_remat.oracle import brute_force

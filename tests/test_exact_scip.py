@@ -119,7 +119,7 @@ def _issue_example(scale: float) -> Problem:
 
 
 def test_the_issue_example_cut_bound_at_1e9_seconds():
-    from hybrid_remat.exact.bounds import cut_lower_bound
+    from hybrid_remat.bounds.cut import cut_lower_bound
 
     p = _issue_example(1e-9)
     assert cut_lower_bound(p).value <= brute_force(p)[0] * (1 + 1e-9)

@@ -1,4 +1,4 @@
-"""The built-in bound ``feasibility`` (:mod:`hybrid_remat.feasibility`):
+"""The built-in bound ``feasibility`` (:mod:`hybrid_remat.bounds.feasibility`):
 ``+inf`` when no plan fits the budget."""
 
 from ..hookspecs import hookimpl
@@ -6,6 +6,6 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def hybrid_remat_register_bounds():
-    from ..feasibility import FeasibilityBound
+    from ..bounds.feasibility import FeasibilityBound
 
     return [FeasibilityBound()]

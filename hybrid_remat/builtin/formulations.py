@@ -27,7 +27,7 @@ def hybrid_remat_register_heuristics():
 @hookimpl
 def hybrid_remat_register_bounds():
     from ..blocks import BlockBoundSource
-    from ..exact.bounds import CutBoundSource
-    from ..exact.bounds_multicut import MultiCutBoundSource
+    from ..bounds.cut import CutBoundSource
+    from ..bounds.multicut import MultiCutBoundSource
 
     return [CutBoundSource(), BlockBoundSource(), MultiCutBoundSource()]

@@ -7,8 +7,8 @@ through the public SCIP layer :mod:`hybrid_remat.scip`).
   encoder and :class:`CheckmateFormulation` (registered as ``checkmate``).
 * :mod:`.lp_rounding` -- Checkmate's LP relaxation + rounding.
 * :mod:`.decompose` -- windows of the incumbent solved exactly.
-* :mod:`.bounds`, :mod:`.cut_models` -- the cut bound (every plan) and its
-  small per-cut models.
+* The bounds (the cut bound, the multicut bound, feasibility) live in
+  :mod:`hybrid_remat.bounds`.
 
 Nothing here imports :mod:`hybrid_remat.heuristics` (a formulation that
 wants a heuristic's plan finds it through the registry); both build on

@@ -28,7 +28,7 @@ segments instead:
 
 Bound.  A window optimum is the best plan in a neighbourhood of the
 incumbent; it bounds nothing.  The formulation reports a bound for the whole
-from the parts, :func:`~hybrid_remat.exact.bounds.partition_lower_bound` over
+from the parts, :func:`~hybrid_remat.bounds.cut.partition_lower_bound` over
 its segments: each part's induced problem (inputs from other parts free) is
 a relaxation of the whole restricted to the part, so the parts' cut bounds
 add up, for every plan.  (The parts' *staged* bounds would not add up: the
@@ -356,7 +356,7 @@ class DecomposedFormulation(Formulation):
 
         offer(cur, f"base {stats['base']}")  # a staged heuristic plan may beat the incumbent already
         # a bound for the whole from the parts (valid for every plan; see partition_lower_bound)
-        from .bounds import partition_lower_bound
+        from ..bounds.cut import partition_lower_bound
 
         parts = segments(rproblem.graph, np.arange(rproblem.graph.n), size)
         lower, extras = partition_lower_bound(rproblem, parts)

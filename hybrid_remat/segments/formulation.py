@@ -50,7 +50,7 @@ class SegmentsFormulation(Formulation):
         return graph.derived("segment_chain", segment_chain)
 
     def applicable(self, problem) -> tuple[bool, str]:
-        from ..exact.bounds import serial_single_device
+        from ..bounds.cut import serial_single_device
 
         ok, why = serial_single_device(problem)
         if not ok:

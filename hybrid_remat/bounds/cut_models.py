@@ -1,4 +1,4 @@
-"""The models behind the cut bound (:mod:`hybrid_remat.exact.bounds`) at one
+"""The models behind the cut bound (:mod:`hybrid_remat.bounds.cut`) at one
 cut: the covering knapsack (its LP value and its optimum) and the cut with
 recomputation chains (its MILP on SCIP and its LP relaxation on HiGHS with
 a dual certificate).
@@ -18,7 +18,7 @@ import numpy as np
 
 from ..limits import Limits
 
-__all__: list[str] = []  # helpers of hybrid_remat.exact.bounds
+__all__: list[str] = []  # helpers of hybrid_remat.bounds.cut
 
 
 def _cover_lp(cost, size, need) -> float:
