@@ -6,8 +6,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.bounds.cut import ancestor_matrix, cut_lower_bound, partition_lower_bound
+from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.generators import chain, training_graph
 from hybrid_remat.graph import Graph
 from hybrid_remat.oracle import brute_force

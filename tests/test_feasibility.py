@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybrid_remat import plugins
-from hybrid_remat.budgets import budget_lower_bound, keep_all_peak, min_feasible_budget
 from hybrid_remat.bounds.feasibility import (
     FeasibilityBound,
     _order_bound_kernel,
@@ -18,6 +17,7 @@ from hybrid_remat.bounds.feasibility import (
     order_bound,
     smallest_feasible_budget,
 )
+from hybrid_remat.budgets import budget_lower_bound, keep_all_peak, min_feasible_budget
 from hybrid_remat.generators import random_dag
 from hybrid_remat.graph import Graph
 from hybrid_remat.limits import Limits

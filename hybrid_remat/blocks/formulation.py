@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 
-from ..scip import check_bound
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
+from ..scip import check_bound
 from .bound import RemembersBlocks, block_lower_bound
 from .solver import solve_blocks
 
@@ -67,9 +67,9 @@ class BlocksFormulation(RemembersBlocks, Formulation):
         simulations of the whole graph (measured: 0.15 s each at 100k nodes)."""
         return 3.0 + 6e-6 * problem.graph.n
 
-    def solve(self, problem, *, incumbent=None, time_limit: float | None = None, node_limit=None, seed: int = 0,
-              threads: int = 1, on_incumbent=None, on_bound=None, stop=None, limits=None) -> FormulationResult:
-        lim = self.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
+              on_bound=None) -> FormulationResult:
+        lim = self.limits_of(limits)
         bs = self.structure(problem.graph)
         if bs is None or bs.n_blocks < 2:
             return FormulationResult("no_solution", stats={"skipped": "no repeated blocks"})

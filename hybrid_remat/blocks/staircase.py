@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..scip import ObjectiveScale, OwnsModel
 from ..limits import Limits
+from ..scip import ObjectiveScale, OwnsModel
 
 __all__ = ["StairPoint", "Staircase", "closure_staircase"]
 

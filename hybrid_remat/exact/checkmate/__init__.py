@@ -16,7 +16,8 @@ Examples
 --------
 >>> from hybrid_remat.generators import chain
 >>> from hybrid_remat.problem import Problem
->>> r = CheckmateFormulation(stage_size=1).solve(Problem.single(chain(4, bytes=2), 4), node_limit=1000)
+>>> from hybrid_remat.limits import Limits
+>>> r = CheckmateFormulation(stage_size=1).solve(Problem.single(chain(4, bytes=2), 4), limits=Limits(nodes=1000))
 >>> r.status, r.objective, CheckmateFormulation.bound_scope
 ('optimal', 4.0, 'staged')
 """
