@@ -67,7 +67,7 @@ class BlocksFormulation(RemembersBlocks, Formulation):
         simulations of the whole graph (measured: 0.15 s each at 100k nodes)."""
         return 3.0 + 6e-6 * problem.graph.n
 
-    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
+    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
               on_bound=None) -> FormulationResult:
         lim = self.limits_of(limits)
         bs = self.structure(problem.graph)

@@ -307,7 +307,7 @@ class DecomposedFormulation(Formulation):
         registry (an improver below ``exact/``, such as ``lns``)."""
         return solve_window(problem, plan, free_nodes, limits=limits)
 
-    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
+    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
               on_bound=None) -> FormulationResult:
         from ..core.reductions import plan_to_original
         from ..limits import Limits

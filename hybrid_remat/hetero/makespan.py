@@ -268,8 +268,8 @@ class XEngineMakespan(Formulation):
         """Seconds to build the per-node model (about 10k items per second)."""
         return 2.0 * model_size(problem)["variables"] / 10_000.0
 
-    def solve(self, problem: Problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1,
-              on_incumbent=None, on_bound=None) -> FormulationResult:
+    def solve(self, problem: Problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
+              on_bound=None) -> FormulationResult:
         lim = solve_limits(limits)
         stats: dict = {"formulation": self.name}
         if incumbent is not None and not simulate(problem, incumbent).valid:
@@ -281,7 +281,7 @@ class XEngineMakespan(Formulation):
                      follow=incumbent is not None and stage_arrays(problem, incumbent) is None)
         if io.order is not None:
             stats["frontier"] = "incumbent order"
-        res = self._solve(io.problem, io.plan, lim, seed, threads, io.on_incumbent, on_bound, stats)
+        res = self._solve(io.problem, io.plan, lim, seed, 1, io.on_incumbent, on_bound, stats)  # one SCIP thread
         res.plan = io.back(res.plan)
         return res
 

@@ -151,7 +151,7 @@ class XEngineMILP(Formulation):
         return 3.0 * self.window_variables / BUILD_RATE if self.windows else math.inf
 
     def solve(self, problem: Problem, *, incumbent: Plan | None = None, limits=None, seed: int = 0,
-              threads: int = 1, on_incumbent: Callable | None = None, on_bound: Callable | None = None,
+              on_incumbent: Callable | None = None, on_bound: Callable | None = None,
               frontier: str = "auto") -> FormulationResult:
         """Solve within ``limits``; see :class:`~hybrid_remat.interfaces.Formulation`.
 
@@ -169,7 +169,7 @@ class XEngineMILP(Formulation):
             incumbent = None
         io = InOrder(problem, incumbent, on_incumbent,
                      follow=frontier == "auto" and incumbent is not None and stage_arrays(problem, incumbent) is None)
-        res = self._solve(io.problem, io.plan, lim, seed, threads, io.on_incumbent, on_bound)
+        res = self._solve(io.problem, io.plan, lim, seed, 1, io.on_incumbent, on_bound)  # one SCIP thread
         res.plan = incumbent if res.plan is io.plan else io.back(res.plan)
         res.stats["frontier"] = "reference" if io.order is None else "incumbent order"
         return res

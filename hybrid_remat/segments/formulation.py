@@ -66,7 +66,7 @@ class SegmentsFormulation(Formulation):
         segments = 0 if ch is None else int((ch.kind < 0).sum()) + len(ch.runs)
         return 1.0 + 0.2 * segments + 3e-5 * problem.graph.n
 
-    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
+    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
               on_bound=None) -> FormulationResult:
         lim = self.limits_of(limits)
         ok, why = self.applicable(problem)

@@ -123,7 +123,7 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
             self.name = name
 
     # ------------------------------------------------------------------ solve
-    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
+    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
               on_bound=None) -> FormulationResult:
         """Solve within ``limits`` (see :class:`~hybrid_remat.interfaces.Formulation`).
 
