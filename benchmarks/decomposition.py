@@ -23,6 +23,7 @@ from benchmarks._common import MOCCASIN_INSTANCES, command, moccasin_graph, tdi_
 from hybrid_remat.anytime import anytime_solve, warmup
 from hybrid_remat.exact.decompose import DecomposedFormulation
 from hybrid_remat.heuristics.lifetime_split import LifetimeSplit
+from hybrid_remat.limits import Limits
 from hybrid_remat.loaders import load_graph
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
@@ -44,7 +45,7 @@ def run(iid, fname, frac, limit):
     inc = anytime_solve(p, 10, formulations=[])
     row = {"id": iid, "n": g.n, "fraction": frac, "incumbent_tdi": _tdi(p, inc.plan), "incumbent_source": inc.solver}
     for label, start in (("from_incumbent", inc.plan), ("from_split", LifetimeSplit().run(p))):
-        fr = DecomposedFormulation().solve(p, incumbent=start, time_limit=limit)
+        fr = DecomposedFormulation().solve(p, incumbent=start, limits=Limits.seconds(limit))
         st = fr.stats
         row[label] = {
             "start_tdi": _tdi(p, start), "result_tdi": _tdi(p, fr.plan), "base": st.get("base"),

@@ -21,6 +21,7 @@ from benchmarks._common import command, fmt, moccasin_graph, tdi_of, write_resul
 from hybrid_remat.anytime import warmup
 from hybrid_remat.exact.checkmate import CheckmateFormulation
 from hybrid_remat.heuristics.staged_evict import StagedEvict
+from hybrid_remat.limits import Limits
 from hybrid_remat.loaders import load_graph
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
@@ -43,7 +44,7 @@ def main():
         start = StagedEvict().run(p)
         for share in (0.0, 0.2):
             t = time.perf_counter()
-            r = CheckmateFormulation(rins_share=share).solve(p, incumbent=start, time_limit=args.limit)
+            r = CheckmateFormulation(rins_share=share).solve(p, incumbent=start, limits=Limits.seconds(args.limit))
             rins = [ph.get("rins") for ph in r.stats.get("phases", []) if ph.get("rins_phase")]
             rows.append({
                 "instance": f"{label} @{pct}", "rins_share": share, "status": r.status,

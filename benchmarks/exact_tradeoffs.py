@@ -29,6 +29,7 @@ from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.exact.checkmate import CheckmateFormulation
 from hybrid_remat.generators import random_layered
 from hybrid_remat.heuristics.staged_evict import StagedEvict
+from hybrid_remat.limits import Limits
 from hybrid_remat.loaders import load_graph
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
@@ -74,7 +75,7 @@ def main(argv=None):
             def on_inc(plan, src, _t0=t0, _first=first):
                 _first.append(time.perf_counter() - _t0)
 
-            r = CheckmateFormulation(stage_size=size, recompute_cap=cap).solve(p, incumbent=inc, time_limit=limit,
+            r = CheckmateFormulation(stage_size=size, recompute_cap=cap).solve(p, incumbent=inc, limits=Limits.seconds(limit),
                                                                                 on_incumbent=on_inc)
             secs = time.perf_counter() - t0
             tdi = simulate(p, r.plan).tdi_pct if r.plan is not None else None

@@ -197,7 +197,7 @@ def run_case(g, links, pair, frac, exact_limit, max_vars):
     if exact_limit > 0:
         size = model_size(p)
         row["milp_vars_est"] = size["variables"]
-        res = XEngineMILP(max_variables=max_vars).solve(p, incumbent=best_s[2], time_limit=exact_limit)
+        res = XEngineMILP(max_variables=max_vars).solve(p, incumbent=best_s[2], limits=Limits.seconds(exact_limit))
         if "skipped" in res.stats:
             row["milp_status"] = f"skipped: ~{size['variables'] // 1000}k vars > {max_vars // 1000}k"
         else:

@@ -388,7 +388,7 @@ def main(argv=None) -> None:
     sizes = [int(x) for x in args.sizes.split(",")]
     budgets = [b.strip() for b in args.budgets.split(",")]
     warmup()
-    from hybrid_remat.exact.bounds import warmup as bounds_warmup
+    from hybrid_remat.bounds.cut import warmup as bounds_warmup
     bounds_warmup()
     meta = {"families": families, "sizes": sizes, "budgets": budgets, "nodes": {}, "build_s": {}, "first_phase": {},
             "command": "python3 -m benchmarks.heuristic_scaling" + "".join(

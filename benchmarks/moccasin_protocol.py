@@ -114,7 +114,7 @@ def write_tables(rows, prefix, limit, cmd):
         "single-threaded SCIP, on the team's shared 2-core machine). Every plan was checked by the simulator.",
         "TDI% = (total compute time - sum of costs) / sum of costs x 100. `LB TDI%` is the reported lower bound",
         "as a TDI% (its scope column says which model proved it: `trivial` = every node once; `cut_bound` =",
-        "every plan, see hybrid_remat/exact/bounds.py; `checkmate` = the staged class of plans, see",
+        "every plan, see hybrid_remat/bounds/cut.py; `checkmate` = the staged class of plans, see",
         "hybrid_remat/exact/checkmate/). `optimal` with scope `cut_bound` or `trivial` is optimal over every",
         "plan. Target = the better of Moccasin's published value and its 2-core re-run.",
         "",

@@ -5,7 +5,7 @@ graphs and random layered graphs (read from ``../shared/benchmarks/moccasin``,
 never copied) at 90/80/70/60/50 % of the keep-all peak (budgets below the
 smallest feasible one are skipped), run ``anytime_solve`` with the
 heuristics only (no formulation) and ``--limit`` seconds, and record the
-best plan's TDI%, the cut bound (:mod:`hybrid_remat.exact.bounds`) as a TDI%,
+best plan's TDI%, the cut bound (:mod:`hybrid_remat.bounds.cut`) as a TDI%,
 the gap and whether the plan is proved optimal over every plan.  Every plan
 is checked by the simulator.
 
@@ -25,7 +25,7 @@ import time
 
 from benchmarks._common import DATASETS, command, moccasin_graphs, write_results
 from hybrid_remat.anytime import warmup
-from hybrid_remat.exact.bounds import cut_lower_bound
+from hybrid_remat.bounds.cut import cut_lower_bound
 from hybrid_remat.loaders import load_graph
 from hybrid_remat.problem import Problem
 from hybrid_remat.sweep import sweep
@@ -72,7 +72,7 @@ def write_table(rows, cmd, limit, out) -> None:
         "# Plans proved optimal over every plan by the heuristics and the cut bound",
         "",
         f"Command: `{cmd}` (heuristics only, {limit:g} s per instance, shared 2-core machine). Every plan",
-        "was checked by the simulator. `cut bound TDI%` is the cut bound of hybrid_remat/exact/bounds.py",
+        "was checked by the simulator. `cut bound TDI%` is the cut bound of hybrid_remat/bounds/cut.py",
         "(valid for every plan, any order); `optimal` = the best plan reaches the cut bound or the trivial bound.",
         "",
         f"Proved optimal: {len(proved)} / {len(rows)} instances ({len(nontriv)} of them with recomputation, i.e. by",

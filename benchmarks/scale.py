@@ -170,7 +170,7 @@ def run_components(layers: int, fraction: float, limit: float, lns: bool = False
     bound (the rest), each within its own limits; all plans simulated.  With
     ``lns``: the heuristics and ``lns`` for the block solver's share too."""
     from hybrid_remat.blocks import block_lower_bound, detect_blocks, solve_blocks
-    from hybrid_remat.exact.bounds import cut_lower_bound
+    from hybrid_remat.bounds.cut import cut_lower_bound
     from hybrid_remat.limits import Limits
     from hybrid_remat.simulate import simulate
 

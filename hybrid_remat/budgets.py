@@ -9,7 +9,7 @@ parameters are excluded.
 
 :func:`budget_lower_bound` (old name :func:`min_feasible_budget`) is the
 largest node plus its inputs: no plan fits below it, but a plan need not
-exist at it.  :mod:`hybrid_remat.feasibility` has a tighter bound and an
+exist at it.  :mod:`hybrid_remat.bounds.feasibility` has a tighter bound and an
 exact search for the smallest feasible budget.
 
 Examples
@@ -238,8 +238,8 @@ def budget_lower_bound(graph: Graph) -> int:
 
     Not the smallest budget at which a plan exists: with bytes
     ``[10, 1, 10, 1, 1]`` and edges ``0->1, 2->3, 1->4, 3->4`` it is 11 B but
-    every plan needs 12 B.  :func:`hybrid_remat.feasibility.order_bound` is
-    tighter and :func:`hybrid_remat.feasibility.smallest_feasible_budget`
+    every plan needs 12 B.  :func:`hybrid_remat.bounds.feasibility.order_bound` is
+    tighter and :func:`hybrid_remat.bounds.feasibility.smallest_feasible_budget`
     searches for the exact value.
 
     Examples

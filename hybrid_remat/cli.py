@@ -71,8 +71,8 @@ def _problem(graph, args):
 
 
 def cmd_info(args) -> int:
+    from .bounds.feasibility import EXACT_MAX_NODES, smallest_feasible_budget
     from .budgets import budget_lower_bound, format_bytes, keep_all_peak
-    from .feasibility import EXACT_MAX_NODES, smallest_feasible_budget
     from .limits import Limits
     from .loaders import load_graph
     from .portfolio.runner import catch_signals

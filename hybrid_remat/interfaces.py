@@ -246,20 +246,22 @@ class Formulation:
 
     @staticmethod
     def limits_of(limits=None, *, time_limit=None, node_limit=None, stop=None):
-        """One :class:`~hybrid_remat.limits.Limits` from ``limits`` and the
-        keyword arguments of direct callers (the tighter of each)."""
+        """``limits``, or no limits when ``None`` (a direct caller's
+        ``solve(problem)``).  The built-ins pass ``limits`` alone (a formulation
+        on SCIP uses :func:`hybrid_remat.scip.solve_limits`, which adds a default
+        time limit and a stop flag); the keywords, the tighter of each, serve
+        third-party formulations that still take their own direct-call keywords
+        beside ``limits`` (``hybrid-remat-ortools`` as installed)."""
+        from dataclasses import replace
+
         from .limits import Limits
 
         lim = limits if limits is not None else Limits()
         if time_limit is not None:
             lim = lim.share(float(time_limit))
         if node_limit is not None and (lim.nodes is None or node_limit < lim.nodes):
-            from dataclasses import replace
-
             lim = replace(lim, nodes=int(node_limit))
         if stop is not None and lim.stop is None:
-            from dataclasses import replace
-
             lim = replace(lim, stop=stop)
         return lim
 

@@ -48,11 +48,11 @@ BLOCK_ENV = "HYBRID_REMAT_BLOCKED_PLUGINS"
 DEFAULT_PLUGINS = (
     "hybrid_remat.builtin.loaders",
     "hybrid_remat.builtin.heuristics",
+    "hybrid_remat.builtin.bounds",
+    "hybrid_remat.builtin.improvers",
     "hybrid_remat.builtin.formulations",
     "hybrid_remat.builtin.cost_models",
-    "hybrid_remat.builtin.hetero",
-    "hybrid_remat.builtin.feasibility",
-)
+)  # one module per hook
 
 _KINDS = {
     "heuristics": ("hybrid_remat_register_heuristics", ("run",)),

@@ -14,6 +14,7 @@ from hybrid_remat.errors import HybridRematError
 from hybrid_remat.exact.lp_rounding import LPRounding
 from hybrid_remat.generators import chain, random_layered, training_graph
 from hybrid_remat.interfaces import Formulation, FormulationResult, Heuristic
+from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.plan import keep_all_plan
 from hybrid_remat.problem import Problem
@@ -205,7 +206,7 @@ def test_lp_rounding_bound_and_plan():
     from hybrid_remat.exact.checkmate import CheckmateFormulation
 
     # the LP bounds the staged plans of the reference order
-    opt = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, node_limit=NODES).objective
+    opt = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, limits=Limits(nodes=NODES)).objective
     assert out["lower_bound"] <= opt + 1e-6
     if out["plan"] is not None:
         sim = simulate(p, out["plan"])

@@ -13,14 +13,14 @@ import pytest
 from hybrid_remat import plugins
 from hybrid_remat.blocks import BlocksFormulation, block_lower_bound, detect_blocks, solve_blocks
 from hybrid_remat.blocks.staircase import closure_staircase
+from hybrid_remat.bounds.cut import cut_lower_bound
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
-from hybrid_remat.exact._scip import ObjectiveScale
-from hybrid_remat.exact.bounds import cut_lower_bound
 from hybrid_remat.generators import random_dag, repeat_layers, training_graph
 from hybrid_remat.limits import Limits
 from hybrid_remat.loaders import load_graph
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
+from hybrid_remat.scip import ObjectiveScale
 from hybrid_remat.simulate import simulate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -174,7 +174,7 @@ def test_blocks_agree_with_the_flat_staged_model():
     lo, hi = min_feasible_budget(g), keep_all_peak(g)
     for f in (0.4, 0.8):
         p = Problem.single(g, int(lo + f * (hi - lo)))
-        flat = CheckmateFormulation().solve(p, node_limit=20_000)
+        flat = CheckmateFormulation().solve(p, limits=Limits(nodes=20_000))
         blocks = BlocksFormulation().solve(p)
         assert flat.status == "optimal" and blocks.objective == pytest.approx(flat.objective)
 

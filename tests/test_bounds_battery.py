@@ -11,9 +11,10 @@ from test_exact_checkmate import tiny_problems  # noqa: E402  (tests/ is on sys.
 
 from benchmarks.bounds_battery import rescaled_instances, run, violations
 from hybrid_remat.anytime import anytime_solve
-from hybrid_remat.exact.bounds import cut_lower_bound
+from hybrid_remat.bounds.cut import cut_lower_bound
 from hybrid_remat.exact.checkmate import CheckmateFormulation
 from hybrid_remat.graph import Graph
+from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.plan import plan_from_order
 from hybrid_remat.portfolio.ledger import Ledger, better
@@ -69,7 +70,7 @@ def test_the_staged_model_is_exact_at_rescaled_costs(scale):
         staged = brute_force(q, "staged")[0]
         if not math.isfinite(staged):
             continue
-        r = CheckmateFormulation(stage_size=1).solve(q, node_limit=20_000)
+        r = CheckmateFormulation(stage_size=1).solve(q, limits=Limits(nodes=20_000))
         assert r.lower_bound <= staged * (1 + 1e-9), (r.lower_bound, staged)
         if r.status == "optimal":
             assert r.objective == pytest.approx(staged, rel=2e-6)
@@ -108,7 +109,7 @@ def test_a_class_bound_of_another_order_is_kept_under_that_orders_name():
     p = Problem.single(g, 6)
     order = [1, 0, 2, 3, 4]
     start = plan_from_order(g, order, "cost")
-    r = CheckmateFormulation(stage_size=1).solve(p, incumbent=start, node_limit=20_000)
+    r = CheckmateFormulation(stage_size=1).solve(p, incumbent=start, limits=Limits(nodes=20_000))
     scope = order_scope(np.array(order))
     assert scope != STAGED_SCOPE and set(r.stats["class_bounds"]) == {scope}
     assert r.lower_bound == -math.inf  # nothing claimed for the staged plans of the graph's own order

@@ -6,9 +6,9 @@ import networkx as nx
 import numpy as np
 
 from hybrid_remat import plugins
+from hybrid_remat.bounds.cut import cut_lower_bound
+from hybrid_remat.bounds.multicut import MAX_NODES, multicut_lower_bound
 from hybrid_remat.budgets import budget_lower_bound, keep_all_peak
-from hybrid_remat.exact.bounds import cut_lower_bound
-from hybrid_remat.exact.bounds_multicut import MAX_NODES, multicut_lower_bound
 from hybrid_remat.generators import chain, random_layered, training_graph
 from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force

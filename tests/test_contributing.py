@@ -118,3 +118,47 @@ def test_the_guide_cost_model_passes_the_battery_and_reaches_anytime_solve(tmp_p
     r = anytime_solve(p, 10, heuristics=["keep_all"], bounds=[], improvers=[], formulations=[], workers=1,
                       work_limit=10**6)
     assert r.status == "optimal" and r.objective == pytest.approx(g0.cost().sum() / 2.0)  # at the h200 speed
+
+
+def _plain_blocks() -> list[str]:
+    """The guide's Python blocks that are neither a quote nor an example (the code that uses them)."""
+    return [m.group(2) for m in re.finditer(r"(<!-- [^>]*-->\n)?```python\n(.*?)```", GUIDE, flags=re.S)
+            if m.group(1) is None]
+
+
+def test_the_guide_has_two_plain_blocks():
+    codes = _plain_blocks()
+    assert len(codes) == 2 and "anytime_solve" in codes[0] and "parametrize_with_checks" in codes[1]
+
+
+def test_the_guide_cost_model_usage_runs_as_written(tmp_path, fresh_registry, monkeypatch):
+    """The block after the cost-model example, run as printed (from the repository root), with the
+    solve cut to 2 s on one worker: a plan the simulator accepts, planned with the h200 estimate."""
+    import hybrid_remat
+
+    _register(tmp_path, "cost_model")
+    real = hybrid_remat.anytime_solve
+    monkeypatch.setattr(hybrid_remat, "anytime_solve", lambda p, t, **kw: real(p, min(t, 2), workers=1, **kw))
+    monkeypatch.chdir(ROOT)
+    env: dict = {}
+    exec(compile(_plain_blocks()[0], "CONTRIBUTING.md", "exec"), env)
+    from hybrid_remat.problem import Problem
+
+    result, g = env["result"], env["g"]
+    p = Problem.single(g, "60%")
+    assert result.plan is not None and p.primary.kind == "h200" and simulate(p, result.plan).valid
+
+
+def test_the_guide_battery_usage_runs_as_written(tmp_path, fresh_registry, monkeypatch):
+    """``parametrize_with_checks`` as the guide shows it, on the guide's heuristic saved as
+    ``recompute_cheap.py``: every check it generates passes."""
+    (code,) = [c for lab, c in blocks("example") if lab == "heuristic"]
+    (tmp_path / "recompute_cheap.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env: dict = {}
+    exec(compile(_plain_blocks()[1], "CONTRIBUTING.md", "exec"), env)
+    (mark,) = [m for m in env["test_battery"].pytestmark if m.name == "parametrize"]
+    cases = list(mark.args[1])
+    assert len(cases) == 6 and not any(c.marks for c in cases)   # the heuristic's six checks, none skipped
+    for case in cases:
+        env["test_battery"](*case.values)

@@ -4,8 +4,8 @@ bound at most, never makes it invalid."""
 import networkx as nx
 import pytest
 
+from hybrid_remat.bounds.cut import CutBoundSource, cut_lower_bound
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
-from hybrid_remat.exact.bounds import CutBoundSource, cut_lower_bound
 from hybrid_remat.generators import random_dag, training_graph
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem

@@ -6,8 +6,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from hybrid_remat.bounds.cut import ancestor_matrix, cut_lower_bound, partition_lower_bound
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
-from hybrid_remat.exact.bounds import ancestor_matrix, cut_lower_bound, partition_lower_bound
 from hybrid_remat.generators import chain, training_graph
 from hybrid_remat.graph import Graph
 from hybrid_remat.oracle import brute_force
@@ -148,7 +148,7 @@ def test_partition_bound_never_exceeds_the_all_plans_optimum(seed):
 def _dense_cut_bound(p, exact_nodes=5, closure=True):
     """The first cut bound (n x n ancestor matrix, every node): the reference
     the scalable version must equal where both run."""
-    from hybrid_remat.exact.bounds import _closure_bound, _cover_exact, _cover_lp
+    from hybrid_remat.bounds.cut import _closure_bound, _cover_exact, _cover_lp
 
     g, n = p.graph, p.graph.n
     cost, size, B = np.asarray(p.cost_matrix[0], float), np.asarray(g.bytes, np.int64), int(p.budgets[0])
@@ -236,7 +236,7 @@ def test_chains_lp_lies_between_the_knapsack_lp_and_the_chains_milp(seed):
     """The LP relaxation of the chains cut (with its dual certificate, used on
     large ancestor sets) never exceeds the MILP's bound nor the optimum, and
     the timed path (LP first, then the MILP) stays below the optimum."""
-    from hybrid_remat.exact.bounds import _closure_bound, _closure_lp_bound, cut_items
+    from hybrid_remat.bounds.cut import _closure_bound, _closure_lp_bound, cut_items
     from hybrid_remat.limits import Limits
 
     checked = 0

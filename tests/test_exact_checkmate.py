@@ -16,6 +16,7 @@ from hybrid_remat.exact.checkmate import (
 )
 from hybrid_remat.generators import chain, random_layered, training_graph
 from hybrid_remat.graph import Graph
+from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.plan import Plan, keep_all_plan, plan_from_order
 from hybrid_remat.problem import Problem
@@ -51,7 +52,7 @@ def test_milp_equals_staged_brute_force_and_never_beats_all_plans(seed):
     plan (brute force in the simulator's semantics); the best plan overall
     is never worse, and the decoded plan is valid and as good as claimed."""
     for p in tiny_problems(10, seed):
-        r = CheckmateFormulation(stage_size=1).solve(p, node_limit=NODES)
+        r = CheckmateFormulation(stage_size=1).solve(p, limits=Limits(nodes=NODES))
         staged = brute_force(p, "staged")[0]
         overall = brute_force(p)[0]
         assert overall <= staged
@@ -69,7 +70,7 @@ def test_milp_equals_staged_brute_force_and_never_beats_all_plans(seed):
 def test_block_stages_match_their_own_brute_force():
     for p in tiny_problems(8, seed=3):
         st = stage_starts(p.graph.n, 2)
-        r = CheckmateFormulation(stage_size=2).solve(p, node_limit=NODES)
+        r = CheckmateFormulation(stage_size=2).solve(p, limits=Limits(nodes=NODES))
         expected = brute_force(p, "staged", starts=st)[0]
         if expected == float("inf"):
             assert r.plan is None
@@ -85,7 +86,7 @@ def test_block_stages_match_their_own_brute_force():
 def test_chain_optimum_is_all_plans_optimum():
     g = chain(7, bytes=1, cost=[3, 1, 4, 1, 5, 9, 2])
     p = Problem.single(g, 3)
-    r = CheckmateFormulation(stage_size=1).solve(p, node_limit=NODES)
+    r = CheckmateFormulation(stage_size=1).solve(p, limits=Limits(nodes=NODES))
     assert r.objective == pytest.approx(brute_force(p)[0])
 
 
@@ -95,7 +96,7 @@ def test_milp_never_worse_than_a_heuristic_start():
     order = np.concatenate([np.arange(g.n), np.arange(g.n)])
     for plan in (keep_all_plan(g, "cost"), plan_from_order(g, order, "cost")):
         sim = simulate(p, plan)
-        r = CheckmateFormulation(stage_size=1).solve(p, incumbent=plan, node_limit=NODES)
+        r = CheckmateFormulation(stage_size=1).solve(p, incumbent=plan, limits=Limits(nodes=NODES))
         if sim.valid:
             assert r.objective <= sim.total_time + 1e-9
 
@@ -137,13 +138,13 @@ def test_encoder_reports_an_incumbent_outside_the_model():
         assert kind == "none" and "staged" in why
     finally:
         cm.free()
-    r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, incumbent=plan, node_limit=100)
+    r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, incumbent=plan, limits=Limits(nodes=100))
     assert r.stats["start"] == "none" and "start_note" in r.stats
     assert steps  # the solve still works
     assert "scip_status" in r.stats  # built and solved
     assert r.plan is not None and simulate(p, r.plan).valid
     # following the incumbent's order relabels the graph: the start is then complete
-    r = CheckmateFormulation(stage_size=1).solve(p, incumbent=plan, node_limit=100)
+    r = CheckmateFormulation(stage_size=1).solve(p, incumbent=plan, limits=Limits(nodes=100))
     assert r.stats["start"] == "full" and r.stats.get("relabelled")
     assert simulate(p, r.plan).valid and r.objective <= simulate(p, plan).total_time + 1e-9
 
@@ -197,13 +198,13 @@ def test_estimate_size_tracks_the_built_model():
 
 def test_recompute_cap():
     g = training_graph(nx.path_graph(4, create_using=nx.DiGraph))  # 9 nodes, keep-all peak 9
-    r = CheckmateFormulation(stage_size=1, recompute_cap=1).solve(Problem.single(g, 6), node_limit=NODES)
+    r = CheckmateFormulation(stage_size=1, recompute_cap=1).solve(Problem.single(g, 6), limits=Limits(nodes=NODES))
     assert r.plan is None  # needs recomputation
-    r = CheckmateFormulation(stage_size=1, recompute_cap=1).solve(Problem.single(g, "100%"), node_limit=NODES)
+    r = CheckmateFormulation(stage_size=1, recompute_cap=1).solve(Problem.single(g, "100%"), limits=Limits(nodes=NODES))
     assert r.objective == pytest.approx(g.cost("cost").sum())
     p = Problem.single(g, 6)
-    capped = CheckmateFormulation(stage_size=1, recompute_cap=2).solve(p, node_limit=NODES)
-    free = CheckmateFormulation(stage_size=1).solve(p, node_limit=NODES)
+    capped = CheckmateFormulation(stage_size=1, recompute_cap=2).solve(p, limits=Limits(nodes=NODES))
+    free = CheckmateFormulation(stage_size=1).solve(p, limits=Limits(nodes=NODES))
     assert free.objective == pytest.approx(brute_force(p, "staged")[0])
     assert capped.objective >= free.objective - 1e-9
     assert simulate(p, capped.plan).computed.max() <= 2
@@ -214,13 +215,13 @@ def test_multi_device_is_refused_cleanly():
 
     g = chain(4, bytes=1)
     p = Problem(g, [Device("a", "cost", 4), Device("b", "cost", 4)], [Link("a", "b", 1.0)])
-    r = CheckmateFormulation(stage_size=1).solve(p, node_limit=10)
+    r = CheckmateFormulation(stage_size=1).solve(p, limits=Limits(nodes=10))
     assert r.status == "error"
 
 
 def test_plan_type():
     g = chain(4, bytes=1)
-    r = CheckmateFormulation(stage_size=1).solve(Problem.single(g, 2), node_limit=NODES)
+    r = CheckmateFormulation(stage_size=1).solve(Problem.single(g, 2), limits=Limits(nodes=NODES))
     assert isinstance(r.plan, Plan)
 
 
@@ -284,8 +285,8 @@ def test_rins_phase_fixes_where_lp_and_incumbent_agree_and_never_worsens():
     p = Problem.single(g, (min_feasible_budget(g) + keep_all_peak(g)) // 2)
     start = StagedEvict().run(p)
     assert start is not None
-    plain = CheckmateFormulation(rins_share=0.0).solve(p, incumbent=start, time_limit=60, node_limit=2000)
-    rins = CheckmateFormulation(rins_share=0.5).solve(p, incumbent=start, time_limit=60, node_limit=2000)
+    plain = CheckmateFormulation(rins_share=0.0).solve(p, incumbent=start, limits=Limits.seconds(60, nodes=2000))
+    rins = CheckmateFormulation(rins_share=0.5).solve(p, incumbent=start, limits=Limits.seconds(60, nodes=2000))
     phase = [ph for ph in rins.stats["phases"] if ph.get("rins_phase")]
     assert phase and isinstance(phase[0]["rins"], dict) and 0 < phase[0]["rins"]["fixed"] <= phase[0]["rins"]["of"]
     r = simulate(p, rins.plan)
@@ -342,7 +343,7 @@ def test_full_phase_reports_a_valid_bound_with_inexact_units():
                               {"cost": g.cost()})
         lo, hi = min_feasible_budget(g), keep_all_peak(g)
         p = Problem.single(g, int(lo + 0.5 * (hi - lo)))
-        r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, node_limit=NODES)
+        r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, limits=Limits(nodes=NODES))
         staged = brute_force(p, "staged")[0]
         assert r.stats["mem_relaxed"] and not r.stats["mem_exact"]
         if r.plan is not None:
@@ -364,7 +365,7 @@ def test_a_model_predicted_too_large_is_still_attempted(monkeypatch):
     monkeypatch.setattr(policy, "BUILD_RATE", 50.0)
     f = CheckmateFormulation(small_items=100, fast_items=100, tiny_items=10)
     assert f.phases(p, None) == [] and f.predict_seconds(p) == float("inf")  # the prediction declines it
-    r = f.solve(p, node_limit=NODES)
+    r = f.solve(p, limits=Limits(nodes=NODES))
     assert "skipped" not in r.stats and r.stats["phases"], r.stats
     assert r.stats["phases"][0]["stage_size"] == f.max_stage_size and "attempted" in r.stats
     assert "scip_status" in r.stats  # built and solved

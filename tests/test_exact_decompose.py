@@ -13,6 +13,7 @@ from hybrid_remat.generators import chain, random_layered
 from hybrid_remat.heuristics.dtr import DTR
 from hybrid_remat.heuristics.lifetime_split import LifetimeSplit
 from hybrid_remat.interfaces import accepts
+from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.plan import plan_from_rs, rs_from_plan
 from hybrid_remat.problem import Problem
@@ -23,7 +24,7 @@ NODES = 20_000
 
 def _start(p):
     """A staged, valid plan in the reference order: the staged optimum's plan."""
-    r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, node_limit=NODES)
+    r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, limits=Limits(nodes=NODES))
     return r.plan
 
 
@@ -49,11 +50,11 @@ def test_window_over_every_node_reaches_the_staged_optimum_and_over_none_keeps_t
     for p, staged, start in _cases(10, 21):
         n = p.graph.n
         base = simulate(p, start).total_time
-        full, st = solve_window(p, start, np.arange(n), node_limit=NODES)
+        full, st = solve_window(p, start, np.arange(n), limits=Limits(nodes=NODES))
         assert st["start"] in ("full", "full_min_r")
         assert simulate(p, full).valid
         assert simulate(p, full).total_time == pytest.approx(min(base, staged))
-        same, st0 = solve_window(p, start, [], node_limit=NODES)
+        same, st0 = solve_window(p, start, [], limits=Limits(nodes=NODES))
         assert same is start
         checked += 1
     assert checked >= 5
@@ -65,7 +66,7 @@ def test_window_optimum_lies_between_the_staged_optimum_and_the_start():
     for p, staged, start in _cases(12, 22):
         n = p.graph.n
         free = rng.choice(n, size=max(1, n // 2), replace=False)
-        out, st = solve_window(p, start, free, node_limit=NODES)
+        out, st = solve_window(p, start, free, limits=Limits(nodes=NODES))
         sim = simulate(p, out)
         assert sim.valid
         assert staged - 1e-9 <= sim.total_time <= simulate(p, start).total_time + 1e-9
@@ -122,7 +123,7 @@ def test_decomposed_improves_a_poor_start_on_a_random_layered_graph():
     base = simulate(p, start).total_time
     seen = []
     r = DecomposedFormulation(segment_size=10, min_nodes=0, max_widen=1).solve(
-        p, incumbent=start, node_limit=500, on_incumbent=lambda pl, s: seen.append(simulate(p, pl)))
+        p, incumbent=start, limits=Limits(nodes=500), on_incumbent=lambda pl, s: seen.append(simulate(p, pl)))
     assert r.status == "feasible" and simulate(p, r.plan).valid
     assert r.objective < base and p.base_cost - 1e-9 <= r.lower_bound <= r.objective
     assert all(s.valid for s in seen)
@@ -152,7 +153,7 @@ def test_decomposed_proves_optimality_from_the_parts_on_independent_towers():
     start = None  # the formulation starts from its own staged heuristic plan
     got = []
     r = DecomposedFormulation(segment_size=5, min_nodes=0, max_widen=0).solve(
-        p, incumbent=start, node_limit=NODES, on_bound=got.append)
+        p, incumbent=start, limits=Limits(nodes=NODES), on_bound=got.append)
     assert r.stats["parts_bound"]["value"] == 20.0 and got == [20.0]
     assert r.status == "optimal" and r.objective == 20.0 and r.lower_bound == 20.0
     assert simulate(p, r.plan).valid
@@ -171,5 +172,5 @@ def test_decomposed_refuses_graphs_whose_staged_form_is_too_large(monkeypatch):
     ok, why = decompose.DecomposedFormulation(min_nodes=0).applicable(p)
     assert not ok and "more than 50 nodes" in why
     start = LocalSearch(max_iters=2).run(p)
-    r = decompose.DecomposedFormulation(min_nodes=0).solve(p, incumbent=start, node_limit=10)
+    r = decompose.DecomposedFormulation(min_nodes=0).solve(p, incumbent=start, limits=Limits(nodes=10))
     assert r.plan is start and "more than 50 nodes" in r.stats["skipped"]

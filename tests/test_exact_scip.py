@@ -1,4 +1,4 @@
-"""The SCIP layer (exact/_scip.py): status map, run loop, stop flag, pushed
+"""The SCIP layer (scip/): status map, run loop, stop flag, pushed
 plans, bound checks; and the numerics of every SCIP formulation at cost
 scales 1e-9, 1 and 1e6 against brute force (issue 12.3)."""
 
@@ -9,7 +9,14 @@ import pytest
 from test_exact_checkmate import tiny_problems  # noqa: E402  (tests/ is on sys.path)
 from test_hetero_makespan import tiny  # noqa: E402
 
-from hybrid_remat.exact._scip import (
+from hybrid_remat.exact.checkmate import CheckmateFormulation, CheckmateModel
+from hybrid_remat.exact.lp_rounding import LPRounding
+from hybrid_remat.graph import Graph
+from hybrid_remat.hetero.xengine import XEngineMILP
+from hybrid_remat.limits import Limits
+from hybrid_remat.oracle import brute_force
+from hybrid_remat.problem import Problem
+from hybrid_remat.scip import (
     MemoryScale,
     ObjectiveScale,
     PushHeuristic,
@@ -19,13 +26,6 @@ from hybrid_remat.exact._scip import (
     status_of,
     trusted_dual,
 )
-from hybrid_remat.exact.checkmate import CheckmateFormulation, CheckmateModel
-from hybrid_remat.exact.lp_rounding import LPRounding
-from hybrid_remat.graph import Graph
-from hybrid_remat.hetero.xengine import XEngineMILP
-from hybrid_remat.limits import Limits
-from hybrid_remat.oracle import brute_force
-from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 
 NODES = 20_000
@@ -119,7 +119,7 @@ def _issue_example(scale: float) -> Problem:
 
 
 def test_the_issue_example_cut_bound_at_1e9_seconds():
-    from hybrid_remat.exact.bounds import cut_lower_bound
+    from hybrid_remat.bounds.cut import cut_lower_bound
 
     p = _issue_example(1e-9)
     assert cut_lower_bound(p).value <= brute_force(p)[0] * (1 + 1e-9)
@@ -138,7 +138,7 @@ def test_checkmate_and_lp_bounds_hold_at_every_cost_scale(scale):
     for p0 in tiny_problems(8, seed=21):
         p = _scaled(p0, scale)
         staged = brute_force(p, "staged")[0]
-        r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, node_limit=NODES)
+        r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, limits=Limits(nodes=NODES))
         if not np.isfinite(staged):
             assert r.plan is None
             continue
@@ -156,7 +156,7 @@ def test_the_issue_example_at_1e9_seconds():
     plan, 10 ns over the staged plans of the reference order."""
     p = _issue_example(1e-9)
     assert brute_force(p)[0] == pytest.approx(8e-9)
-    r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, node_limit=NODES)
+    r = CheckmateFormulation(stage_size=1, follow_incumbent=False).solve(p, limits=Limits(nodes=NODES))
     assert r.objective == pytest.approx(brute_force(p, "staged")[0]) == pytest.approx(10e-9)
     assert r.lower_bound <= r.objective and CheckmateFormulation.bound_scope == "staged"
     with CheckmateModel(p) as cm:
@@ -169,7 +169,7 @@ def test_xengine_bounds_hold_at_every_cost_scale(scale):
     for _ in range(8):
         p = tiny(rng, scale, n_hi=6, objective="serial")
         bt, _ = brute_force(p, "frontier")
-        res = XEngineMILP().solve(p, node_limit=NODES)
+        res = XEngineMILP().solve(p, limits=Limits(nodes=NODES))
         assert res.status == "optimal" and simulate(p, res.plan).valid
         assert res.objective == pytest.approx(bt, rel=1e-9)
         assert bt * (1 - 1e-5) <= res.stats["staged_lower_bound"] <= bt * (1 + 1e-12)
@@ -213,7 +213,7 @@ def test_ctrl_c_during_a_solve_is_passed_on_after_the_plans():
 
 
 def test_scip_is_interrupted_only_in_stages_that_allow_it():
-    from hybrid_remat.exact._scip.solve import _interrupt
+    from hybrid_remat.scip.solve import _interrupt
 
     class _Model:
         calls = 0

@@ -1,5 +1,5 @@
 """Issue 12.2: the old 'smallest feasible budget' is a lower bound; the
-order bound and the exact search of hybrid_remat.feasibility against brute
+order bound and the exact search of hybrid_remat.bounds.feasibility against brute
 force; the bound 'feasibility' proves infeasibility (+inf)."""
 
 import math
@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybrid_remat import plugins
-from hybrid_remat.budgets import budget_lower_bound, keep_all_peak, min_feasible_budget
-from hybrid_remat.feasibility import (
+from hybrid_remat.bounds.feasibility import (
     FeasibilityBound,
     _order_bound_kernel,
     check_budget,
     order_bound,
     smallest_feasible_budget,
 )
+from hybrid_remat.budgets import budget_lower_bound, keep_all_peak, min_feasible_budget
 from hybrid_remat.generators import random_dag
 from hybrid_remat.graph import Graph
 from hybrid_remat.limits import Limits
@@ -138,7 +138,7 @@ def test_the_feasibility_bound_is_registered_and_proves_infeasibility():
 
 @pytest.mark.parametrize("seed", range(12))
 def test_sink_kernel_matches_its_python_version(monkeypatch, seed):
-    import hybrid_remat.feasibility as feas
+    import hybrid_remat.bounds.feasibility as feas
 
     g = random_tiny(seed)
     true = brute_smallest_budget(g)
@@ -152,7 +152,7 @@ def test_sink_kernel_matches_its_python_version(monkeypatch, seed):
 
 
 def test_warm_up_runs():
-    from hybrid_remat.feasibility import warm_up
+    from hybrid_remat.bounds.feasibility import warm_up
 
     warm_up()
 
@@ -178,7 +178,7 @@ def test_the_portfolio_skips_the_feasibility_bound_once_a_plan_fits_and_says_whe
 def test_the_search_resumes_inside_an_expansion(monkeypatch, seed):
     """Issue 23.3: one expansion enumerates up to 2**58 subsets; the search now stops (and resumes) inside
     it.  Slices of a few work units give the answers and plans of an unsliced search."""
-    import hybrid_remat.feasibility as feas
+    import hybrid_remat.bounds.feasibility as feas
 
     g = random_tiny(seed)
     true = brute_smallest_budget(g)

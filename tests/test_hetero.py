@@ -18,6 +18,7 @@ from hybrid_remat.hetero.lift import gpu_only_problem, lift_plan, remove_dead_co
 from hybrid_remat.hetero.lifted import LiftedSingleDevice
 from hybrid_remat.hetero.paging import HeftOffload, PagingMILP, paging_problem
 from hybrid_remat.hetero.xengine import XEngineMILP, coarse_ends, decode, model_size, stage_arrays
+from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.plan import OP_COMPUTE, Plan, plan_from_order
 from hybrid_remat.problem import Device, Link, Problem
@@ -168,7 +169,7 @@ def test_graph_that_does_not_fit_on_gpu_gets_a_cpu_gpu_plan():
         r = simulate(p, plan)
         assert r.valid and r.peak_bytes["gpu"] <= 7
         assert any(plan.devices[d] == "cpu" for o, d in zip(plan.op, plan.device, strict=False) if o == OP_COMPUTE)
-    res = XEngineMILP().solve(p, node_limit=2000)
+    res = XEngineMILP().solve(p, limits=Limits(nodes=2000))
     assert res.status == "optimal" and simulate(p, res.plan).valid
     assert res.objective == pytest.approx(brute_force(p, "frontier")[0])
 
@@ -248,7 +249,7 @@ def test_milp_equals_brute_force_on_tiny_graphs():
     for _ in range(25):
         p = random_problem(rng)
         bt, _ = brute_force(p, "frontier")
-        res = XEngineMILP().solve(p, node_limit=20000)
+        res = XEngineMILP().solve(p, limits=Limits(nodes=20000))
         assert res.status == "optimal"
         assert res.objective == pytest.approx(bt)
         r = simulate(p, res.plan)
@@ -274,7 +275,7 @@ def test_milp_never_worse_than_heuristics(seed):
             if plan is None:
                 continue
             hval = simulate(p, plan).total_time
-            res = XEngineMILP().solve(p, incumbent=plan, node_limit=50)
+            res = XEngineMILP().solve(p, incumbent=plan, limits=Limits(nodes=50))
             assert res.plan is not None
             r = simulate(p, res.plan)
             assert r.valid and r.total_time <= hval + 1e-9
@@ -284,11 +285,11 @@ def test_milp_never_worse_than_heuristics(seed):
 def test_warm_start_from_a_staged_plan_is_used():
     rng = np.random.default_rng(11)
     p = random_problem(rng, 5, 6, slack=3)
-    opt = XEngineMILP().solve(p, node_limit=20000)
+    opt = XEngineMILP().solve(p, limits=Limits(nodes=20000))
     R, S, X = stage_arrays(p, opt.plan)
     again = decode(p, R, S, X)
     assert simulate(p, again).total_time == pytest.approx(opt.objective)
-    res = XEngineMILP().solve(p, incumbent=opt.plan, node_limit=1)
+    res = XEngineMILP().solve(p, incumbent=opt.plan, limits=Limits(nodes=1))
     assert res.stats["warm_start"] == "incumbent full"
     assert res.objective == pytest.approx(opt.objective)
 
@@ -310,7 +311,7 @@ def test_coarse_grid_when_the_per_node_model_is_too_large():
     ends = coarse_ends(p, plan, 20_000)
     assert ends is not None and len(ends) < 60 and ends[-1] == 59
     assert model_size(p, ends)["variables"] < model_size(p)["variables"]
-    res = XEngineMILP(max_variables=20_000).solve(p, incumbent=plan, node_limit=200)
+    res = XEngineMILP(max_variables=20_000).solve(p, incumbent=plan, limits=Limits(nodes=200))
     assert res.stats["grid"].startswith("coarse") and res.stats["warm_start"] == "incumbent full"
     r = simulate(p, res.plan)
     assert r.valid and r.total_time <= simulate(p, plan).total_time + 1e-12
@@ -339,7 +340,7 @@ def test_coarse_model_on_tiny_graphs_is_exact_for_its_grid():
     for _ in range(10):
         p = random_problem(rng, 3, 6)
         n = p.graph.n
-        fine = XEngineMILP().solve(p, node_limit=20000, frontier="reference")
+        fine = XEngineMILP().solve(p, limits=Limits(nodes=20000), frontier="reference")
         ends = np.array(sorted(set(rng.choice(n - 1, size=min(2, n - 1), replace=False).tolist()) | {n - 1}))
         coarse = _solve_on_grid(p, ends)
         assert coarse.status == "optimal" and fine.status == "optimal"
@@ -354,13 +355,13 @@ def test_paging_mode_computes_on_gpu_only_and_matches_brute_force():
         p = random_problem(rng, 2, 5)
         pp = paging_problem(p)
         bt, _ = brute_force(pp, "frontier")
-        res = PagingMILP().solve(p, node_limit=20000)
+        res = PagingMILP().solve(p, limits=Limits(nodes=20000))
         assert res.objective == pytest.approx(bt)
         r = simulate(p, res.plan)
         assert r.valid
         assert all(res.plan.devices[d] == "gpu" for o, d in zip(res.plan.op, res.plan.device, strict=False) if o == OP_COMPUTE)
         # co-execution can only help
-        assert XEngineMILP().solve(p, node_limit=20000).objective <= res.objective + 1e-9
+        assert XEngineMILP().solve(p, limits=Limits(nodes=20000)).objective <= res.objective + 1e-9
 
 
 # ------------------------------------------------ XEngine's unit instances
@@ -381,25 +382,25 @@ def test_xengine_unit_instances():
     milp = XEngineMILP()
     # 1 device, chain 0->1 -> 11
     p = _xe(None, [1, 10], [1, 4], 5)
-    assert milp.solve(p, node_limit=1000).objective == pytest.approx(11)
+    assert milp.solve(p, limits=Limits(nodes=1000)).objective == pytest.approx(11)
     # 7-op chain -> 24 (no remat); with skips 1->3, 2->6 and M = 6 -> still 24
     c = [1, 10, 5, 1, 4, 2, 1]
     m2 = [2, 8, 2, 2, 6, 3, 2]  # sizes in 0.5e6 units: [1, 4, 1, 1, 3, 1.5, 1]e6
-    assert milp.solve(_xe(None, c, m2, 10), node_limit=1000).objective == pytest.approx(24)
+    assert milp.solve(_xe(None, c, m2, 10), limits=Limits(nodes=1000)).objective == pytest.approx(24)
     skip = [(i, i + 1) for i in range(6)] + [(1, 3), (2, 6)]
-    assert milp.solve(_xe(None, c, m2, 12, skip), node_limit=1000).objective == pytest.approx(24)
+    assert milp.solve(_xe(None, c, m2, 12, skip), limits=Limits(nodes=1000)).objective == pytest.approx(24)
     # 2 devices, chain 0->1, copy cpu->gpu 3, gpu->cpu 8 -> 5
     p = _xe([1, 10], [10, 1], [1, 1], 5, lat=(2.0, 7.0), bw=(1.0, 1.0))
-    res = milp.solve(p, node_limit=1000)
+    res = milp.solve(p, limits=Limits(nodes=1000))
     assert res.objective == pytest.approx(5)
     # 2 devices, 7-op chain, op 3 on the GPU: 7 x 1 + copies 2 + 3 -> 12
     p = _xe([1, 1, 1, 10, 1, 1, 1], [10, 10, 10, 1, 10, 10, 10], [1] * 7, 10, lat=(1.0, 2.0), bw=(1.0, 1.0))
-    res = milp.solve(p, node_limit=1000)
+    res = milp.solve(p, limits=Limits(nodes=1000))
     assert res.objective == pytest.approx(12)
     assert [s.device for s in res.plan.steps() if s.op == "compute"] == ["cpu"] * 3 + ["gpu"] + ["cpu"] * 3
     # 2 devices, 7-op skip graph, free copies, M = 6e6 per device -> 11.5
     p = _xe(c, [0.5, 2, 1.5, 0.5, 7, 4, 2], m2, 12, skip, lat=(0.0, 0.0), bw=(1e30, 1e30))
-    res = milp.solve(p, node_limit=5000)
+    res = milp.solve(p, limits=Limits(nodes=5000))
     assert res.objective == pytest.approx(11.5)
     assert [s.device for s in res.plan.steps() if s.op == "compute"] == ["gpu"] * 4 + ["cpu"] * 3
 
@@ -413,11 +414,11 @@ def test_milp_stages_in_the_incumbents_order_when_it_is_not_staged():
     inc = Plan.from_steps([("compute", 0, "gpu"), ("compute", 2, "gpu"), ("compute", 1, "gpu"), ("free", 0, "gpu"),
                            ("compute", 3, "gpu")], ["gpu", "cpu"])
     assert simulate(p, inc).valid and stage_arrays(p, inc) is None
-    res = XEngineMILP().solve(p, incumbent=inc, node_limit=5000)
+    res = XEngineMILP().solve(p, incumbent=inc, limits=Limits(nodes=5000))
     assert res.stats["frontier"] == "incumbent order" and res.stats["warm_start"] == "incumbent full"
     r = simulate(p, res.plan)
     assert r.valid and r.total_time <= simulate(p, inc).total_time + 1e-12
-    ref = XEngineMILP().solve(p, node_limit=5000, frontier="reference")
+    ref = XEngineMILP().solve(p, limits=Limits(nodes=5000), frontier="reference")
     assert ref.stats["frontier"] == "reference"
     assert simulate(p, ref.plan).valid
 
@@ -427,10 +428,10 @@ def test_window_models_are_neighbourhoods_of_their_plan():
     """A window keeps the plan outside its stages x nodes: the plan is a full
     start; its optimum lies between the full model's and the plan's; with
     every stage and node free it is the full model."""
-    from hybrid_remat.exact._scip import run
     from hybrid_remat.hetero.xengine import staged_base
     from hybrid_remat.hetero.xengine_model import XEngineModel
     from hybrid_remat.limits import Limits
+    from hybrid_remat.scip import run
 
     rng = np.random.default_rng(31)
     checked = 0
@@ -478,7 +479,7 @@ def test_windows_improve_large_problems_and_stay_valid():
         plan = HeftScheduler().run(p)
         assert model_size(p)["variables"] > 1000
         res = XEngineMILP(max_variables=1000, coarse=False, window_variables=600).solve(p, incumbent=plan,
-                                                                                       node_limit=500)
+                                                                                       limits=Limits(nodes=500))
         assert "windows" in res.stats["grid"] and res.stats["windows"]["solved"] > 0
         r = simulate(p, res.plan)
         assert r.valid and r.total_time == pytest.approx(res.objective)

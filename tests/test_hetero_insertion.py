@@ -6,6 +6,7 @@ from hybrid_remat.generators import random_dag
 from hybrid_remat.graph import Graph
 from hybrid_remat.hetero.heft import HeftScheduler, heft_plan
 from hybrid_remat.hetero.insertion import earliest_position, insert_earlier
+from hybrid_remat.limits import Limits
 from hybrid_remat.plan import Plan
 from hybrid_remat.problem import Device, Link, Problem
 from hybrid_remat.simulate import simulate
@@ -49,7 +50,7 @@ def test_insertion_keeps_plans_valid_and_never_slower(seed):
     if plan is None or not simulate(p, plan).valid:
         pytest.skip("no HEFT plan for this instance")
     before = simulate(p, plan)
-    out = insert_earlier(p, plan, time_limit=5.0)
+    out = insert_earlier(p, plan, limits=Limits.seconds(5.0))
     after = simulate(p, out)
     assert after.valid
     assert after.makespan <= before.makespan + 1e-12

@@ -13,6 +13,7 @@ from hybrid_remat.graph import Graph
 from hybrid_remat.hetero.heft import HeftScheduler
 from hybrid_remat.hetero.makespan import StagedTimer, XEngineMakespan
 from hybrid_remat.hetero.xengine import XEngineMILP
+from hybrid_remat.limits import Limits
 from hybrid_remat.objective import MAKESPAN
 from hybrid_remat.problem import Device, Link, Problem
 from hybrid_remat.simulate import simulate
@@ -138,9 +139,9 @@ def test_makespan_model_equals_the_exhaustive_search_of_its_class():
         for scale in (1e-9, 1.0, 1e6):
             p = tiny(np.random.default_rng(seed), scale)
             # the enumerated class is the serial model's class too
-            assert XEngineMILP().solve(p, node_limit=NODES, frontier="reference").objective == \
+            assert XEngineMILP().solve(p, limits=Limits(nodes=NODES), frontier="reference").objective == \
                 pytest.approx(best_s * scale)
-            res = XEngineMakespan().solve(p, node_limit=NODES)
+            res = XEngineMakespan().solve(p, limits=Limits(nodes=NODES))
             r = simulate(p, res.plan)
             assert r.valid and r.makespan == pytest.approx(res.objective)
             assert res.status == "optimal"
@@ -156,7 +157,7 @@ def test_makespan_model_never_worse_than_its_start_and_its_bound_is_honest():
         p = tiny(rng)
         start = HeftScheduler("makespan").run(p)
         mk0 = simulate(p, start).makespan
-        res = XEngineMakespan().solve(p, incumbent=start, node_limit=NODES)
+        res = XEngineMakespan().solve(p, incumbent=start, limits=Limits(nodes=NODES))
         assert simulate(p, res.plan).valid and res.objective <= mk0 + 1e-12
         best_s, best_m = brute(p)
         if res.stats.get("frontier") != "incumbent order":  # the reference order's class

@@ -10,6 +10,7 @@ import pytest
 from hybrid_remat import plugins
 from hybrid_remat.generators import chain
 from hybrid_remat.interfaces import accepts
+from hybrid_remat.limits import Limits
 from hybrid_remat.problem import Device, Link, Problem
 from hybrid_remat.simulate import simulate
 
@@ -46,9 +47,9 @@ def test_formulation_reports_incumbents_and_bounds():
     p = problem()
     seen, bounds = [], []
     f = plugins.formulations()["hetero_xengine"]
-    res = f.solve(p, incumbent=None, time_limit=60, node_limit=5000,
+    res = f.solve(p, incumbent=None, limits=Limits.seconds(60, nodes=5000, stop=threading.Event()),
                   on_incumbent=lambda plan, src: seen.append((simulate(p, plan).total_time, src)),
-                  on_bound=bounds.append, stop=threading.Event())
+                  on_bound=bounds.append)
     assert res.status == "optimal"
     assert seen and seen[-1][0] == pytest.approx(res.objective)
     assert all(b <= res.objective + 1e-9 for b in bounds)
@@ -60,6 +61,6 @@ def test_stop_event_set_before_solve_returns_promptly():
     stop = threading.Event()
     stop.set()
     inc = plugins.heuristics()["hetero_heft"].run(p)
-    res = plugins.formulations()["hetero_xengine"].solve(p, incumbent=inc, time_limit=60, stop=stop)
+    res = plugins.formulations()["hetero_xengine"].solve(p, incumbent=inc, limits=Limits.seconds(60, stop=stop))
     assert res.plan is not None and simulate(p, res.plan).valid
     assert res.objective <= simulate(p, inc).total_time + 1e-9

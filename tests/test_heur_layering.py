@@ -1,5 +1,5 @@
 """The plan classes sit below the planners: nothing in ``heuristics/``,
-``core/`` or the oracle imports ``exact/``, nothing in ``exact/`` imports
+``core/`` or the oracle imports ``exact/``, nothing in ``exact/``, ``bounds/`` or ``scip/`` imports
 ``heuristics/`` (a formulation that wants a heuristic's plan finds it
 through the registry), and ``core/`` imports no planner."""
 
@@ -36,7 +36,8 @@ def _under(mod: str, package: str) -> bool:
 
 
 BELOW = sorted(list((PKG / "heuristics").rglob("*.py")) + list((PKG / "core").rglob("*.py")) + [PKG / "oracle.py"])
-EXACT = sorted((PKG / "exact").rglob("*.py"))
+# the exact models, the bounds and the SCIP layer under them
+EXACT = sorted(p for d in ("exact", "bounds", "scip") for p in (PKG / d).rglob("*.py"))
 
 
 @pytest.mark.parametrize("path", BELOW, ids=[str(p.relative_to(PKG)) for p in BELOW])

@@ -10,6 +10,7 @@ from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.generators import random_dag, training_graph
 from hybrid_remat.heuristics.revolve import beta, revolve_closed_form, revolve_dp, revolve_dp_costs
 from hybrid_remat.heuristics.rotor import Rotor, training_chain_layout
+from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
@@ -116,7 +117,7 @@ def test_rotor_equals_the_milp_optimum_on_training_chains(L):
                 continue
             p = Problem.single(g, B)
             plan = Rotor().run(p)
-            res = milp.solve(p, time_limit=60.0, node_limit=20_000)
+            res = milp.solve(p, limits=Limits.seconds(60.0, nodes=20_000))
             if plan is None:
                 assert res.plan is None, (L, seed, B)
                 continue

@@ -23,6 +23,7 @@ from hybrid_remat.heuristics.checkpoints import (
     forward_nodes,
 )
 from hybrid_remat.heuristics.local_search import LocalSearch
+from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
@@ -116,7 +117,7 @@ def test_local_search_never_worsens_an_incumbent():
     start = ChenGreedy().run(p) or HEURISTICS[-1].run(p)
     assert start is not None
     before = simulate(p, start).total_time
-    out = LocalSearch().improve(p, start, time_limit=0.05, seed=1)
+    out = LocalSearch().improve(p, start, limits=Limits.seconds(0.05), seed=1)
     r = simulate(p, out)
     assert r.valid and r.total_time <= before + 1e-9
 
@@ -198,7 +199,7 @@ def test_infeasible_means_the_milp_finds_nothing_either():
         # the whole portfolio says infeasible: the brute force and the MILP must agree
         opt, _ = brute_force(p)
         assert not np.isfinite(opt)
-        res = milp.solve(p, time_limit=30.0, node_limit=10_000)
+        res = milp.solve(p, limits=Limits.seconds(30.0, nodes=10_000))
         # a restricted (staged) model reports an empty class as no_solution, never as a plan
         assert res.plan is None and res.status in ("infeasible", "no_solution"), res.status
         checked += 1

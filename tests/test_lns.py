@@ -43,7 +43,7 @@ def test_lns_honours_a_set_stop_event_and_works_without_incumbent():
     stop.set()
     plan = LNS(max_iters=1000).improve(p, None, limits=Limits.seconds(60.0, stop=stop))
     # a set stop event: the first deterministic start only, no move (the plan of a zero time and move budget)
-    no_moves = LocalSearch().improve(p, None, time_limit=0.0, max_iters=0)
+    no_moves = LocalSearch().improve(p, None, limits=Limits.seconds(0.0), max_iters=0)
     assert plan == no_moves and simulate(p, plan).valid
     plan = LNS(max_iters=5).improve(p, None, limits=Limits.seconds(60.0))
     assert plan is not None and simulate(p, plan).valid

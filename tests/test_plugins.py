@@ -47,6 +47,27 @@ def test_builtins_register_through_the_hooks():
     assert plugins.problems() == []
 
 
+def test_one_builtin_module_per_hook():
+    """``builtin/`` says the kind: one module per hook of the contract, named after it, holding only that
+    hook, and every registered built-in comes from the module of its kind."""
+    import importlib
+    import pathlib
+
+    from hybrid_remat import hookspecs
+
+    hooks = sorted(a for a in dir(hookspecs) if a.startswith("hybrid_remat_register_"))
+    kinds = [h.removeprefix("hybrid_remat_register_") for h in hooks]
+    assert sorted(kinds) == sorted(["heuristics", "bounds", "improvers", "formulations", "cost_models", "loaders"])
+    folder = pathlib.Path(hookspecs.__file__).parent / "builtin"
+    assert sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__") == sorted(kinds)
+    assert sorted(plugins.DEFAULT_PLUGINS) == sorted(f"hybrid_remat.builtin.{k}" for k in kinds)
+    for kind in kinds:
+        module = importlib.import_module(f"hybrid_remat.builtin.{kind}")
+        assert [a for a in dir(module) if a.startswith("hybrid_remat_")] == [f"hybrid_remat_register_{kind}"]
+    for r in plugins.registered():
+        assert r.plugin == f"hybrid_remat.builtin.{r.kind}", (r.kind, r.name, r.plugin)
+
+
 def test_identity_of_unknown_object_is_a_plugin_error():
     with pytest.raises(PluginError, match="no heuristics named 'nope'"):
         plugins.identity("heuristics", "nope")

@@ -18,6 +18,7 @@ from hybrid_remat.blocks.detect import detect_runs
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.families import decoder_checkmate, resnet_stages, unet, with_cost_noise
 from hybrid_remat.generators import repeat_layers, training_graph
+from hybrid_remat.limits import Limits
 from hybrid_remat.loaders import load_graph
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
@@ -224,7 +225,7 @@ def test_segments_against_the_flat_model():
     lo, hi = min_feasible_budget(g), keep_all_peak(g)
     for f in (0.5, 0.8):
         p = Problem.single(g, int(lo + f * (hi - lo)))
-        flat = CheckmateFormulation().solve(p, node_limit=5_000)
+        flat = CheckmateFormulation().solve(p, limits=Limits(nodes=5_000))
         seg = SegmentsFormulation().solve(p)
         assert simulate(p, seg.plan).valid and simulate(p, flat.plan).valid
         assert seg.lower_bound <= flat.objective * (1 + 1e-6)

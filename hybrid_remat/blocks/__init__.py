@@ -26,7 +26,7 @@ def warmup() -> None:
     (call it outside any time limit)."""
     import numpy as np
 
-    from ..exact.bounds import warmup as bounds_warmup
+    from ..bounds.cut import warmup as bounds_warmup
     from ..generators import chain
     from .schedule import keep_sequence, sequence_plan
 

@@ -13,7 +13,7 @@ every valid plan costs at least::
     base + min { sum_g E_g(h_g) : sum_g h_g <= B - bytes(t) }
 
 Proof.  (1) At the first computation of ``t`` (cut bound, see
-:mod:`hybrid_remat.exact.bounds`) each ``v`` in ``N`` is resident or
+:mod:`hybrid_remat.bounds.cut`) each ``v`` in ``N`` is resident or
 computed again later; a value computed again later needs each input resident
 at the cut or computed again too; ``t``'s inputs are resident; the resident
 ancestors fit in ``B - bytes(t)``; with ``x_v`` = resident at the cut and
@@ -199,7 +199,7 @@ def _groups(problem, part, t: int, anc, items):
 def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = math.inf):
     """``(value, slack)``: the block bound at cut ``t`` and how far SCIP's
     tolerances may have lowered it (``None`` when stopped before any front)."""
-    from ..exact.bounds import cut_items
+    from ..bounds.cut import cut_items
 
     g = problem.graph
     anc, items = cut_items(g, t)
@@ -264,7 +264,7 @@ def _allocate_bound(fronts, cap, limits):
     counts (lowered by SCIP's tolerance; 0, the trivial bound, otherwise)."""
     from pyscipopt import quicksum
 
-    from ..exact._scip import ObjectiveScale, cap_nodes, run, scip_model
+    from ..scip import ObjectiveScale, cap_nodes, run, scip_model
 
     if not fronts:
         return 0.0, [], 0.0
@@ -297,11 +297,11 @@ def _allocate_bound(fronts, cap, limits):
 def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts: int = 3,
                       limits: Limits | None = None, target: float = math.inf) -> BlockBound:
     """The block bound (module docstring) at the ``cuts`` nodes with the best
-    knapsack cut (screened by :func:`~hybrid_remat.exact.bounds.cut_lower_bound`);
+    knapsack cut (screened by :func:`~hybrid_remat.bounds.cut.cut_lower_bound`);
     the trivial bound when the graph has no repeated blocks.  It stops as
     soon as it reaches ``target`` (e.g. a plan's time: then that plan is
     optimal)."""
-    from ..exact.bounds import cut_lower_bound
+    from ..bounds.cut import cut_lower_bound
 
     limits = limits or Limits()
     t0 = now()
@@ -331,7 +331,7 @@ def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts:
 def blocks_applicable(problem, structure: BlockStructure | None = None) -> tuple[bool, str]:
     """Single device, serial objective, at least two repeated blocks
     (``structure``: the graph's, when already detected)."""
-    from ..exact.bounds import serial_single_device
+    from ..bounds.cut import serial_single_device
 
     ok, why = serial_single_device(problem)
     if not ok:

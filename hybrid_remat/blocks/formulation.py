@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 
-from ..exact._scip import check_bound
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
+from ..scip import check_bound
 from .bound import RemembersBlocks, block_lower_bound
 from .solver import solve_blocks
 
@@ -67,9 +67,9 @@ class BlocksFormulation(RemembersBlocks, Formulation):
         simulations of the whole graph (measured: 0.15 s each at 100k nodes)."""
         return 3.0 + 6e-6 * problem.graph.n
 
-    def solve(self, problem, *, incumbent=None, time_limit: float | None = None, node_limit=None, seed: int = 0,
-              threads: int = 1, on_incumbent=None, on_bound=None, stop=None, limits=None) -> FormulationResult:
-        lim = self.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
+              on_bound=None) -> FormulationResult:
+        lim = self.limits_of(limits)
         bs = self.structure(problem.graph)
         if bs is None or bs.n_blocks < 2:
             return FormulationResult("no_solution", stats={"skipped": "no repeated blocks"})
@@ -87,7 +87,7 @@ def result_with_bound(r, bb, stats: dict) -> FormulationResult:
     """The formulation's result from a chain solve ``r`` (plan, simulated
     objective) and a block bound ``bb`` over every plan: ``optimal`` when the
     plan reaches the bound within SCIP's tolerance; a bound above the
-    simulated plan is dropped (:func:`~hybrid_remat.exact._scip.check_bound`)."""
+    simulated plan is dropped (:func:`~hybrid_remat.scip.check_bound`)."""
     if r.plan is None:
         return FormulationResult("no_solution", lower_bound=bb.value, stats=stats)
     tol = bb.tolerance + 1e-9 * abs(r.objective)

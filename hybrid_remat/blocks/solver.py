@@ -260,7 +260,7 @@ def allocate(L: int, held, inside, extra, epi_inside, epi_extra, capacity: float
     when nothing fits."""
     from pyscipopt import quicksum
 
-    from ..exact._scip import ObjectiveScale, cap_nodes, run, scip_model
+    from ..scip import ObjectiveScale, cap_nodes, run, scip_model
 
     limits = limits or Limits()
     held = np.asarray(held, dtype=np.float64)

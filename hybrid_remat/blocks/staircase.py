@@ -19,7 +19,7 @@ epsilon-constraint method: ``min e`` subject to ``h <= H``, then ``H = h -
 than the previous one replaces it), until no ``x`` fits.  Each point
 carries its ``x``.  The models are tiny (two binaries per node of one
 block) and solved to optimality on the SCIP layer
-(:mod:`hybrid_remat.exact._scip`: scaled objective, trusted dual bounds,
+(:mod:`hybrid_remat.scip`: scaled objective, trusted dual bounds,
 the model always freed); a point whose model stops at a limit ends the
 front (``complete = False``).
 
@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..exact._scip import ObjectiveScale, OwnsModel
 from ..limits import Limits
+from ..scip import ObjectiveScale, OwnsModel
 
 __all__ = ["StairPoint", "Staircase", "closure_staircase"]
 
@@ -117,7 +117,7 @@ def _model(preds, needed, fixed, cost, size):
     ``(model, x, r, held, extra)``; the caller frees the model."""
     from pyscipopt import quicksum
 
-    from ..exact._scip import new_model
+    from ..scip import new_model
 
     m = new_model("closure_block", params={"numerics/feastol": _FEASTOL})
     try:
@@ -159,7 +159,7 @@ class _Builder(OwnsModel):
         or None)`` with ``e_bound`` the trusted dual bound in real units (at
         most the optimum, whatever SCIP's tolerances) and ``slack`` how far
         below the model's value it was lowered."""
-        from ..exact._scip import cap_nodes, run
+        from ..scip import cap_nodes, run
 
         if self.model is None:
             sc = self.objscale

@@ -1,7 +1,6 @@
-"""Built-in exact formulations (the staged Checkmate model, its
-decomposition, the repeated-block solver, the segment-chain solver), the heuristic that shares the
-Checkmate model builder (LP rounding) and the bounds over every plan
-(the cut bound, the block bound, the chain-of-cuts bound), registered through the plugin hooks."""
+"""Built-in exact formulations: the staged Checkmate model, its
+decomposition, the repeated-block solver, the segment-chain solver and the
+multi-device MILPs (XEngine, paging, makespan), registered through the plugin hook."""
 
 from ..hookspecs import hookimpl
 
@@ -11,23 +10,10 @@ def hybrid_remat_register_formulations():
     from ..blocks import BlocksFormulation
     from ..exact.checkmate import CheckmateFormulation
     from ..exact.decompose import DecomposedFormulation
+    from ..hetero.makespan import XEngineMakespan
+    from ..hetero.paging import PagingMILP
+    from ..hetero.xengine import XEngineMILP
     from ..segments.formulation import SegmentsFormulation
 
-    return [CheckmateFormulation(), DecomposedFormulation(), BlocksFormulation(), SegmentsFormulation()]
-
-
-@hookimpl
-def hybrid_remat_register_heuristics():
-    from ..exact.lp_rounding import LPRounding
-    from ..heuristics.reorder import MemoryOrder, SinksLast
-
-    return [LPRounding(), SinksLast(), MemoryOrder()]
-
-
-@hookimpl
-def hybrid_remat_register_bounds():
-    from ..blocks import BlockBoundSource
-    from ..exact.bounds import CutBoundSource
-    from ..exact.bounds_multicut import MultiCutBoundSource
-
-    return [CutBoundSource(), BlockBoundSource(), MultiCutBoundSource()]
+    return [CheckmateFormulation(), DecomposedFormulation(), BlocksFormulation(), SegmentsFormulation(),
+            XEngineMILP(), PagingMILP(), XEngineMakespan()]

@@ -1,15 +1,14 @@
-"""Exact models and their helpers.
+"""Exact models and their helpers (every SCIP model is made, run and freed
+through the public SCIP layer :mod:`hybrid_remat.scip`).
 
-* :mod:`._scip` -- the one SCIP layer (model set-up, run loop, status map,
-  trusted bounds, scaling, pushed plans); every SCIP model uses it.
 * :mod:`.checkmate` -- the staged Checkmate MILP on SCIP (block stages,
   triangularity by construction, exact or conservative memory units,
   Checkmate's tightening cuts, recomputation cap), its decoder, its MIP-start
   encoder and :class:`CheckmateFormulation` (registered as ``checkmate``).
 * :mod:`.lp_rounding` -- Checkmate's LP relaxation + rounding.
 * :mod:`.decompose` -- windows of the incumbent solved exactly.
-* :mod:`.bounds`, :mod:`.cut_models` -- the cut bound (every plan) and its
-  small per-cut models.
+* The bounds (the cut bound, the multicut bound, feasibility) live in
+  :mod:`hybrid_remat.bounds`.
 
 Nothing here imports :mod:`hybrid_remat.heuristics` (a formulation that
 wants a heuristic's plan finds it through the registry); both build on

@@ -28,7 +28,7 @@ segments instead:
 
 Bound.  A window optimum is the best plan in a neighbourhood of the
 incumbent; it bounds nothing.  The formulation reports a bound for the whole
-from the parts, :func:`~hybrid_remat.exact.bounds.partition_lower_bound` over
+from the parts, :func:`~hybrid_remat.bounds.cut.partition_lower_bound` over
 its segments: each part's induced problem (inputs from other parts free) is
 a relaxation of the whole restricted to the part, so the parts' cut bounds
 add up, for every plan.  (The parts' *staged* bounds would not add up: the
@@ -45,7 +45,8 @@ Examples
 >>> g = random_layered(20, seed=1)
 >>> p = Problem.single(g, (min_feasible_budget(g) + keep_all_peak(g)) // 2)
 >>> start = LifetimeSplit().run(p)
->>> r = DecomposedFormulation(segment_size=8, min_nodes=0).solve(p, incumbent=start, node_limit=50)
+>>> from hybrid_remat.limits import Limits
+>>> r = DecomposedFormulation(segment_size=8, min_nodes=0).solve(p, incumbent=start, limits=Limits(nodes=50))
 >>> r.status, r.objective <= simulate(p, start).total_time, simulate(p, r.plan).valid
 ('feasible', True, True)
 """
@@ -156,15 +157,14 @@ def segments(graph, order, segment_size: int) -> list[np.ndarray]:
     return [np.flatnonzero(owner == k) for k in range(len(groups)) if (owner == k).any()]
 
 
-def solve_window(problem, plan, free_nodes, *, deadline=None, node_limit=None, seed: int = 0, params=None,
-                 limits=None):
+def solve_window(problem, plan, free_nodes, *, seed: int = 0, params=None, limits=None):
     """Optimise the decisions of ``free_nodes`` exactly, the rest of ``plan`` fixed.
 
     ``problem`` must be in ``plan``'s order of first computations (see
     :func:`~hybrid_remat.core.reductions.relabel`).  Returns ``(plan, stats)``:
     a valid plan never worse than ``plan`` (``plan`` itself when nothing
-    better was found or the window could not be built).  ``limits`` (or the
-    older ``deadline``/``node_limit``) bound building and solving.
+    better was found or the window could not be built).  ``limits`` bound
+    building and solving.
 
     Examples
     --------
@@ -174,16 +174,15 @@ def solve_window(problem, plan, free_nodes, *, deadline=None, node_limit=None, s
     >>> g = chain(4, bytes=1)
     >>> p = Problem.single(g, 3)
     >>> start = plan_from_order(g, [0, 1, 2, 0, 1, 3], "cost")   # recomputes 0 and 1
-    >>> better, st = solve_window(p, start, [0, 1], node_limit=100)
+    >>> from hybrid_remat.limits import Limits
+    >>> better, st = solve_window(p, start, [0, 1], limits=Limits(nodes=100))
     >>> simulate(p, better).total_time < simulate(p, start).total_time
     True
     """
-    from ._scip import DEFAULT_PARAMS, apply_params, run
+    from ..scip import DEFAULT_PARAMS, apply_params, run
     from .checkmate import BuildTimeout, CheckmateModel
 
-    lim = Formulation.limits_of(limits, node_limit=node_limit)
-    if deadline is not None:
-        lim = lim.share(max(0.0, deadline - time.perf_counter()))
+    lim = Formulation.limits_of(limits)
     t0 = time.perf_counter()
     stats: dict = {"free": int(len(free_nodes))}
     base = simulate(problem, plan)
@@ -308,15 +307,15 @@ class DecomposedFormulation(Formulation):
         registry (an improver below ``exact/``, such as ``lns``)."""
         return solve_window(problem, plan, free_nodes, limits=limits)
 
-    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
-              on_bound=None, time_limit: float | None = None, node_limit=None, stop=None) -> FormulationResult:
+    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
+              on_bound=None) -> FormulationResult:
         from ..core.reductions import plan_to_original
         from ..limits import Limits
         from ..pruning import drop_recomputations
-        from ._scip import solve_limits
+        from ..scip import solve_limits
 
         t0 = time.perf_counter()
-        lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+        lim = solve_limits(limits)
         stop = lim.stop
         stats: dict = {"formulation": self.name, "windows": 0, "improved": 0, "passes": 0}
         if not problem.is_single_device:
@@ -356,7 +355,7 @@ class DecomposedFormulation(Formulation):
 
         offer(cur, f"base {stats['base']}")  # a staged heuristic plan may beat the incumbent already
         # a bound for the whole from the parts (valid for every plan; see partition_lower_bound)
-        from .bounds import partition_lower_bound
+        from ..bounds.cut import partition_lower_bound
 
         parts = segments(rproblem.graph, np.arange(rproblem.graph.n), size)
         lower, extras = partition_lower_bound(rproblem, parts)

@@ -12,7 +12,7 @@
    and simulate; keep the cheapest plan within the budget.
 
 The LP is solved by SCIP (a model with no integer variables, through
-:mod:`hybrid_remat.exact._scip`).  Models too large for ``max_items``
+:mod:`hybrid_remat.scip`).  Models too large for ``max_items``
 (variables plus rows) use coarser stages; the bound is then not reported (it
 would only cover the coarser class).  The bound's scope is the staged class
 of the reference order (``bound_scope = "staged"``).
@@ -29,14 +29,13 @@ Examples
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
 from ..interfaces import Heuristic
 from ..limits import Limits
+from ..scip import check_bound, run
 from ..simulate import simulate
-from ._scip import check_bound, run
 from .checkmate import STAGED_SCOPE, BuildTimeout, CheckmateModel, estimate_size, stage_starts
 
 __all__ = ["LPRounding"]
@@ -97,17 +96,14 @@ class LPRounding(Heuristic):
                 return starts, est["vars"] + est["rows"], size
             size = max(size + 1, int(size * 1.25))
 
-    def run_detailed(self, problem, *, seed: int = 0, deadline: float | None = None, limits=None) -> dict:
+    def run_detailed(self, problem, *, seed: int = 0, limits=None) -> dict:
         """``{"plan", "lower_bound", "objective", "stats"}``; ``plan`` is
         ``None`` when no rounding fits the budget (or the limits passed).
-        ``deadline`` (a ``time.perf_counter()`` value) is the older form of
-        ``limits``; the LPs take ``time_fraction`` of the time left."""
+        The LPs take ``time_fraction`` of the time ``limits`` leave."""
         out = {"plan": None, "lower_bound": None, "objective": float("inf"), "stats": {}}
         if not problem.is_single_device:
             return out
         lim = limits if limits is not None else Limits()
-        if deadline is not None:
-            lim = lim.share(max(0.0, deadline - time.perf_counter()))
         left = lim.left()
         if math.isfinite(left):  # take at most a share of what is left
             lim = lim.share(left * self.time_fraction)

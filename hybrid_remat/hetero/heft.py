@@ -285,7 +285,7 @@ class HeftScheduler(Heuristic):
         self.full = full
         self.insertion_time = float(insertion_time)
         self.scan = int(scan)
-        if name:  # legacy twin registrations; one object serves both objectives
+        if name:  # a second registration under its own name (one object serves both objectives)
             self.name = name
 
     #: on one device, above this many nodes it is not admitted: more than 20 s at 100k nodes without limits and

@@ -44,7 +44,10 @@ from ..limits import Limits
 from ..plan import OP_COMPUTE, OP_COPY, OP_FREE, Plan
 from ..simulate import simulate
 
-__all__ = ["insert_earlier", "earliest_position", "InsertionImprover"]
+__all__ = ["insert_earlier", "earliest_position", "InsertionImprover", "DEFAULT_SECONDS"]
+
+#: the time :func:`insert_earlier` spends at most when called without ``limits``
+DEFAULT_SECONDS = 0.25
 
 
 def earliest_position(plan: Plan, k: int, preds: np.ndarray) -> int:
@@ -69,8 +72,7 @@ def _moved(plan: Plan, k: int, j: int) -> Plan:
     return Plan(plan.op[idx], plan.node[idx], plan.device[idx], plan.target[idx], plan.devices, dict(plan.meta))
 
 
-def insert_earlier(problem, plan: Plan, *, time_limit: float | None = 0.25, limits: Limits | None = None,
-                   on_incumbent=None) -> Plan:
+def insert_earlier(problem, plan: Plan, *, limits: Limits | None = None, on_incumbent=None) -> Plan:
     """Move computations into earlier gaps while that lowers the makespan.
 
     Parameters
@@ -78,11 +80,9 @@ def insert_earlier(problem, plan: Plan, *, time_limit: float | None = 0.25, limi
     problem : Problem
     plan : Plan
         A valid plan.
-    time_limit : float, optional
-        Seconds to spend at most (one simulation per tried move).
     limits : Limits, optional
-        Deadline, work (tried moves) and stop flag; combined with
-        ``time_limit``.
+        Deadline, work (tried moves) and stop flag (one simulation per
+        tried move); default: :data:`DEFAULT_SECONDS` seconds.
     on_incumbent : callable, optional
         ``on_incumbent(plan, "insertion")`` with each improvement.
 
@@ -92,9 +92,7 @@ def insert_earlier(problem, plan: Plan, *, time_limit: float | None = 0.25, limi
         A valid plan whose makespan is at most ``plan``'s (``plan`` itself
         when no move helps or it is invalid).
     """
-    lim = limits if limits is not None else Limits()
-    if time_limit is not None:
-        lim = lim.share(time_limit)
+    lim = limits if limits is not None else Limits.seconds(DEFAULT_SECONDS)
     work = lim.work if lim.work is not None else -1
     base = simulate(problem, plan)
     if not base.valid:
@@ -137,5 +135,6 @@ class InsertionImprover(Improver):
     def improve(self, problem, plan, *, seed: int = 0, limits: Limits | None = None, on_incumbent=None,
                 shared=None):
         """The best plan found from ``plan`` (``None``: nothing better)."""
-        out = insert_earlier(problem, plan, time_limit=None, limits=limits, on_incumbent=on_incumbent)
+        out = insert_earlier(problem, plan, limits=limits if limits is not None else Limits(),
+                             on_incumbent=on_incumbent)
         return None if out is plan else out

@@ -36,7 +36,8 @@ Examples
 >>> g = chain(3, bytes=1).with_costs({"gpu": [1.0, 1.0, 1.0], "cpu": [3.0, 3.0, 3.0]})
 >>> p = Problem(g, [Device("gpu", "gpu", 3), Device("cpu", "cpu", 9)],
 ...             [Link("gpu", "cpu", 1.0), Link("cpu", "gpu", 1.0)]).with_objective("makespan")
->>> r = XEngineMakespan().solve(p, node_limit=2000)
+>>> from hybrid_remat.limits import Limits
+>>> r = XEngineMakespan().solve(p, limits=Limits(nodes=2000))
 >>> r.status, round(r.objective, 6)
 ('optimal', 3.0)
 """
@@ -49,10 +50,10 @@ import time
 import numpy as np
 
 from ..core.reductions import InOrder
-from ..exact._scip import DEFAULT_PARAMS, ObjectiveScale, apply_params, check_bound, run, solve_limits
 from ..interfaces import Formulation, FormulationResult
 from ..objective import MAKESPAN
 from ..problem import Problem
+from ..scip import DEFAULT_PARAMS, ObjectiveScale, apply_params, check_bound, run, solve_limits
 from ..simulate import simulate
 from .staging import coarse_ends, model_size, stage_arrays
 from .xengine_model import BuildTimeout, XEngineModel
@@ -267,9 +268,9 @@ class XEngineMakespan(Formulation):
         """Seconds to build the per-node model (about 10k items per second)."""
         return 2.0 * model_size(problem)["variables"] / 10_000.0
 
-    def solve(self, problem: Problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1,
-              on_incumbent=None, on_bound=None, time_limit=None, node_limit=None, stop=None) -> FormulationResult:
-        lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+    def solve(self, problem: Problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
+              on_bound=None) -> FormulationResult:
+        lim = solve_limits(limits)
         stats: dict = {"formulation": self.name}
         if incumbent is not None and not simulate(problem, incumbent).valid:
             incumbent = None
@@ -280,7 +281,7 @@ class XEngineMakespan(Formulation):
                      follow=incumbent is not None and stage_arrays(problem, incumbent) is None)
         if io.order is not None:
             stats["frontier"] = "incumbent order"
-        res = self._solve(io.problem, io.plan, lim, seed, threads, io.on_incumbent, on_bound, stats)
+        res = self._solve(io.problem, io.plan, lim, seed, 1, io.on_incumbent, on_bound, stats)  # one SCIP thread
         res.plan = io.back(res.plan)
         return res
 

@@ -37,7 +37,8 @@ Examples
 >>> g = chain(2, bytes=1).with_costs({"cpu": [1.0, 10.0], "gpu": [10.0, 1.0]})
 >>> p = Problem(g, [Device("cpu", "cpu", 5), Device("gpu", "gpu", 5)],
 ...             [Link("cpu", "gpu", 1.0, 2.0), Link("gpu", "cpu", 1.0, 7.0)])
->>> r = XEngineMILP().solve(p, node_limit=100)
+>>> from hybrid_remat.limits import Limits
+>>> r = XEngineMILP().solve(p, limits=Limits(nodes=100))
 >>> r.status, round(r.objective, 6)
 ('optimal', 5.0)
 """
@@ -45,7 +46,6 @@ Examples
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 
@@ -54,10 +54,10 @@ import numpy as np
 from ..core.reductions import InOrder
 from ..core.staged import encode
 from ..errors import SolverError
-from ..exact._scip import DEFAULT_PARAMS, apply_params, check_bound, run, solve_limits
 from ..interfaces import Formulation, FormulationResult
 from ..plan import Plan
 from ..problem import Problem
+from ..scip import DEFAULT_PARAMS, apply_params, check_bound, run, solve_limits
 from ..simulate import simulate
 from .staging import coarse_ends, decode, model_size, stage_arrays
 from .xengine_model import BuildTimeout, XEngineModel
@@ -151,8 +151,7 @@ class XEngineMILP(Formulation):
         return 3.0 * self.window_variables / BUILD_RATE if self.windows else math.inf
 
     def solve(self, problem: Problem, *, incumbent: Plan | None = None, limits=None, seed: int = 0,
-              threads: int = 1, on_incumbent: Callable | None = None, on_bound: Callable | None = None,
-              time_limit: float | None = None, node_limit: int | None = None, stop: threading.Event | None = None,
+              on_incumbent: Callable | None = None, on_bound: Callable | None = None,
               frontier: str = "auto") -> FormulationResult:
         """Solve within ``limits``; see :class:`~hybrid_remat.interfaces.Formulation`.
 
@@ -165,12 +164,12 @@ class XEngineMILP(Formulation):
         """
         if frontier not in ("auto", "reference"):
             raise SolverError(f"unknown frontier {frontier!r}: use 'auto' or 'reference'")
-        lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+        lim = solve_limits(limits)
         if incumbent is not None and not simulate(problem, incumbent).valid:
             incumbent = None
         io = InOrder(problem, incumbent, on_incumbent,
                      follow=frontier == "auto" and incumbent is not None and stage_arrays(problem, incumbent) is None)
-        res = self._solve(io.problem, io.plan, lim, seed, threads, io.on_incumbent, on_bound)
+        res = self._solve(io.problem, io.plan, lim, seed, 1, io.on_incumbent, on_bound)  # one SCIP thread
         res.plan = incumbent if res.plan is io.plan else io.back(res.plan)
         res.stats["frontier"] = "reference" if io.order is None else "incumbent order"
         return res

@@ -17,7 +17,7 @@ Stages ``t`` of a grid ``ends`` run slots ``k = 0..ends[t]``.  Per device
     memory after each arrival <= budget    (devices that can hold everything: no rows)
 
 Objective: ``sum c_d(i) R + sum (lat + m_i/bw) X`` (serial time), scaled by
-its largest coefficient (:class:`~hybrid_remat.exact._scip.ObjectiveScale`).
+its largest coefficient (:class:`~hybrid_remat.scip.ObjectiveScale`).
 
 **Windows.**  ``fix=(R0, S0, X0, stages, nodes)`` keeps a plan's staged
 arrays as constants everywhere but on the free ``stages`` x ``nodes``: only
@@ -47,7 +47,7 @@ import numpy as np
 
 from ..core.staged import decode
 from ..errors import SolverError
-from ..exact._scip import BuildTimeout, ObjectiveScale, OwnsModel, new_model
+from ..scip import BuildTimeout, ObjectiveScale, OwnsModel, new_model
 from .staging import copy_costs, memory_scale
 
 __all__ = ["XEngineModel", "BuildTimeout"]

@@ -170,29 +170,21 @@ class LocalSearch(Improver):
             return replace(lim.share(min(_EXACT_MAX_S, 0.25 * lim.left())), nodes=_EXACT_NODES, work=None)
         return Limits(nodes=_EXACT_NODES, stop=lim.stop)
 
-    def _limits(self, limits, time_limit, stop):
+    def _limits(self, limits):
         lim = limits if limits is not None else Limits()
-        t = self.time_limit if time_limit is None else float(time_limit)
-        if t is not None:
-            lim = lim.share(t)
-        if stop is not None and lim.stop is None:
-            from dataclasses import replace
-
-            lim = replace(lim, stop=stop)
-        return lim
+        return lim.share(self.time_limit) if self.time_limit is not None else lim
 
     def improve(self, problem, plan=None, *, seed: int = 0, limits=None, on_incumbent=None, shared=None,
-                time_limit: float | None = None, max_iters: int | None = -1, stop=None, on_improve=None):
+                max_iters: int | None = -1):
         """A plan at most as costly as ``plan`` (``plan`` itself when nothing
         better was found; ``None`` only if ``plan`` is ``None`` and no
         feasible plan was found).
 
-        ``limits`` bounds time and work (``time_limit`` and ``stop`` are the
-        older spelling; the tighter applies); ``max_iters`` overrides the
-        move budget (``-1``: the object's).  ``on_incumbent(plan, name)``
-        (or the older ``on_improve(plan)``) receives each strict improvement
-        over ``plan`` as it is found."""
-        lim = self._limits(limits, time_limit, stop)
+        ``limits`` bounds time and work (and the object's ``time_limit``,
+        the tighter applies); ``max_iters`` overrides the move budget
+        (``-1``: the object's).  ``on_incumbent(plan, name)`` receives each
+        strict improvement over ``plan`` as it is found."""
+        lim = self._limits(limits)
         moves = self.max_iters if max_iters == -1 else max_iters
         a = GraphArrays.from_problem(problem)
         meter = WorkMeter(lim)
@@ -204,16 +196,13 @@ class LocalSearch(Improver):
         def report():
             if best_seq is None or best_cost >= min(reported["cost"], base_cost) - 1e-12:
                 return
-            if on_incumbent is None and on_improve is None:
+            if on_incumbent is None:
                 return
             out = finish(problem, a, best_seq, self.name, seed=seed)
             if out is None:
                 return
             reported["cost"] = best_cost
-            if on_incumbent is not None:
-                on_incumbent(out, self.name)
-            if on_improve is not None:
-                on_improve(out)
+            on_incumbent(out, self.name)
 
         def consider(seq):
             nonlocal best_seq, best_cost
@@ -400,13 +389,13 @@ class LNS(LocalSearch):
                 windows.step()
 
     def improve(self, problem, plan=None, *, seed: int = 0, limits=None, on_incumbent=None, shared=None,
-                time_limit: float | None = None, max_iters: int | None = -1, stop=None, on_improve=None):
+                max_iters: int | None = -1):
         moves = self.max_iters if max_iters == -1 else max_iters
-        lim = self._limits(limits, time_limit, stop)
+        lim = self._limits(limits)
         if moves is None and lim.nodes is not None:  # a node limit counts moves, with or without a deadline
             moves = lim.nodes
         if moves is None and lim.deterministic and lim.work is None:
             moves = self.UNBOUNDED_MOVES
         return super().improve(problem, plan, seed=seed, limits=lim, on_incumbent=on_incumbent, shared=shared,
-                               max_iters=moves, on_improve=on_improve)
+                               max_iters=moves)
 

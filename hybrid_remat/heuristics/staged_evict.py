@@ -183,13 +183,11 @@ class StagedEvict(Heuristic):
     def run(self, problem, *, seed: int = 0, limits=None):
         return self.run_detailed(problem, seed=seed, limits=limits)["plan"]
 
-    def run_detailed(self, problem, *, seed: int = 0, deadline: float | None = None, limits=None) -> dict:
+    def run_detailed(self, problem, *, seed: int = 0, limits=None) -> dict:
         """``{"plan": Plan | None}``; variants stop at the deadline of
-        ``limits`` (or ``deadline``, or after ``max_seconds``) and when the
-        work budget (``limits.work`` steps) is spent."""
+        ``limits`` (or after ``max_seconds``) and when the work budget
+        (``limits.work`` steps) is spent."""
         lim = (limits if limits is not None else Limits()).share(self.max_seconds)
-        if deadline is not None:
-            lim = lim.share(max(0.0, deadline - now()))
         deadline = lim.deadline if math.isfinite(lim.deadline) else None
         work = _Budget(math.inf if lim.work is None else int(lim.work))
         if lim.expired():

@@ -54,7 +54,7 @@ from ..simulate import simulate
 __all__ = ["Ledger", "SourceReport", "Improvement", "better", "plan_key"]
 
 #: a plan within this relative distance of a bound over every plan is optimal: bounds from exact models are
-#: lowered by their solver's tolerance (1e-6 relative, ``exact._scip.BOUND_RTOL``) to stay valid, so a tie
+#: lowered by their solver's tolerance (1e-6 relative, ``scip.BOUND_RTOL``) to stay valid, so a tie
 #: can only be proved up to it
 OPTIMALITY_RTOL = 2e-6
 

@@ -178,7 +178,7 @@ class InThread:
                 return [(a, Outcome("stopped", t - started))]
             return []
         if task_stop.is_set() and self.asked_at is None:
-            self.component_stopped = True  # the component set its stop flag: the legacy way to stop the solve
+            self.component_stopped = True  # the component set its stop flag (a Ctrl-C it caught itself): stop the run
         self.current = None
         return [(a, box.get("out") or Outcome("error", t - started))]
 

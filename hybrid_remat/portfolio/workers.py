@@ -383,7 +383,7 @@ class Pool:
             self._lost(wid, "killed at its deadline", "stopped")
 
     def child_asked_stop(self) -> bool:
-        """A component set the stop flag itself (the legacy way to stop a solve)."""
+        """A component set the stop flag itself (a Ctrl-C it caught, as SCIP's run loop passes it on)."""
         return self.stop.is_set() and not self.asked
 
     def close(self) -> None:

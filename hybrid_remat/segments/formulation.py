@@ -50,7 +50,7 @@ class SegmentsFormulation(Formulation):
         return graph.derived("segment_chain", segment_chain)
 
     def applicable(self, problem) -> tuple[bool, str]:
-        from ..exact.bounds import serial_single_device
+        from ..bounds.cut import serial_single_device
 
         ok, why = serial_single_device(problem)
         if not ok:
@@ -66,9 +66,9 @@ class SegmentsFormulation(Formulation):
         segments = 0 if ch is None else int((ch.kind < 0).sum()) + len(ch.runs)
         return 1.0 + 0.2 * segments + 3e-5 * problem.graph.n
 
-    def solve(self, problem, *, incumbent=None, time_limit: float | None = None, node_limit=None, seed: int = 0,
-              threads: int = 1, on_incumbent=None, on_bound=None, stop=None, limits=None) -> FormulationResult:
-        lim = self.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
+              on_bound=None) -> FormulationResult:
+        lim = self.limits_of(limits)
         ok, why = self.applicable(problem)
         if not ok:
             return FormulationResult("no_solution", stats={"skipped": why})

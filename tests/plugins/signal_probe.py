@@ -64,12 +64,11 @@ class ProbeScip(Formulation):
     capabilities = CAPS
     run_by_default = False
 
-    def solve(self, problem, *, incumbent=None, limits=None, seed=0, threads=1, on_incumbent=None, on_bound=None,
-              time_limit=None, node_limit=None, stop=None):
-        from hybrid_remat.exact._scip import run, scip_model
-        from hybrid_remat.exact._scip.solve import solve_limits
+    def solve(self, problem, *, incumbent=None, limits=None, seed=0, on_incumbent=None, on_bound=None):
+        from hybrid_remat.scip import run, scip_model
+        from hybrid_remat.scip.solve import solve_limits
 
-        lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+        lim = solve_limits(limits)
         rng = np.random.default_rng(7)
         a = rng.integers(0, 100, size=(4, 36))
         with scip_model("probe_market_split", params={"presolve": "OFF", "separating": "OFF"}) as m:

@@ -10,19 +10,20 @@
 
 The plan <-> ``R``/``S`` encoding shared with XEngine is
 :mod:`hybrid_remat.core.staged`; SCIP set-up and the run loop are
-:mod:`hybrid_remat.exact._scip`.
+:mod:`hybrid_remat.scip`.
 
 Examples
 --------
 >>> from hybrid_remat.generators import chain
 >>> from hybrid_remat.problem import Problem
->>> r = CheckmateFormulation(stage_size=1).solve(Problem.single(chain(4, bytes=2), 4), node_limit=1000)
+>>> from hybrid_remat.limits import Limits
+>>> r = CheckmateFormulation(stage_size=1).solve(Problem.single(chain(4, bytes=2), 4), limits=Limits(nodes=1000))
 >>> r.status, r.objective, CheckmateFormulation.bound_scope
 ('optimal', 4.0, 'staged')
 """
 
 from ...core.staged import solve_r_opt, stage_starts, staged_rs
-from .._scip import DEFAULT_PARAMS, MemoryScale, apply_params
+from ...scip import DEFAULT_PARAMS, MemoryScale, apply_params
 from .encoding import StagedEncoding
 from .formulation import STAGED_SCOPE, CheckmateFormulation, order_scope
 from .model import BuildTimeout, CheckmateModel, build_checkmate_model, estimate_size

@@ -21,7 +21,8 @@ Examples
 >>> from hybrid_remat.generators import chain
 >>> from hybrid_remat.problem import Problem
 >>> p = Problem.single(chain(5, bytes=1), 3)
->>> r = CheckmateFormulation().solve(p, node_limit=1000)
+>>> from hybrid_remat.limits import Limits
+>>> r = CheckmateFormulation().solve(p, limits=Limits(nodes=1000))
 >>> r.status, r.objective
 ('optimal', 5.0)
 """
@@ -36,8 +37,8 @@ import numpy as np
 from ...core.staged import first_compute_order, stage_starts
 from ...errors import PlanError
 from ...interfaces import Formulation, FormulationResult
+from ...scip import DEFAULT_PARAMS, PushHeuristic, apply_params, check_bound, run, solve_limits
 from ...simulate import simulate
-from .._scip import DEFAULT_PARAMS, PushHeuristic, apply_params, check_bound, run, solve_limits
 from .model import BuildTimeout, CheckmateModel, estimate_size
 from .policy import BUILD_RATE, DEFAULT_SECONDS, CheckmatePolicy
 
@@ -122,14 +123,14 @@ class CheckmateFormulation(CheckmatePolicy, Formulation):
             self.name = name
 
     # ------------------------------------------------------------------ solve
-    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, threads: int = 1, on_incumbent=None,
-              on_bound=None, time_limit: float | None = None, node_limit=None, stop=None) -> FormulationResult:
+    def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
+              on_bound=None) -> FormulationResult:
         """Solve within ``limits`` (see :class:`~hybrid_remat.interfaces.Formulation`).
 
         On one device serial time and makespan coincide (one stream, no
         copies), so both objectives are served.
         """
-        lim = solve_limits(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+        lim = solve_limits(limits)
         seconds = lim.left()
         seconds = None if not math.isfinite(seconds) else seconds
         stats: dict = {"formulation": self.name, "phases": []}

@@ -27,7 +27,7 @@ improvements of its section 8 and a generalisation to *block stages*:
 * Optional recomputation cap ``sum_s R[s, v] <= C - 1`` (Moccasin's ``C``).
 * Objective: ``sum c_v R[s, v]`` plus the constant ``sum_v c_v`` (every node
   once), scaled by the largest cost for the solver's numerics
-  (:class:`~hybrid_remat.exact._scip.ObjectiveScale`).
+  (:class:`~hybrid_remat.scip.ObjectiveScale`).
 
 Encoding and decoding: :mod:`.encoding`; stage sizes and phases:
 :mod:`.policy`; the formulation: :mod:`.formulation`.
@@ -50,7 +50,7 @@ import numpy as np
 from ...core.staged import sinks as _sinks
 from ...core.staged import stage_starts
 from ...errors import SolverError
-from .._scip import BuildTimeout, MemoryScale, ObjectiveScale, OwnsModel, new_model
+from ...scip import BuildTimeout, MemoryScale, ObjectiveScale, OwnsModel, new_model
 from .encoding import StagedEncoding
 
 __all__ = ["CheckmateModel", "build_checkmate_model", "estimate_size", "BuildTimeout"]

@@ -18,30 +18,29 @@ from .status import status_of, trusted_dual
 
 __all__ = ["run", "RunResult", "solve_limits", "cap_nodes", "DEFAULT_SECONDS"]
 
-#: the time limit of a formulation called with neither ``limits`` nor ``time_limit`` (the legacy default)
+#: the time limit of a formulation on SCIP called without ``limits`` (``solve(problem)``)
 DEFAULT_SECONDS = 60.0
 
 
-def solve_limits(limits=None, *, time_limit=None, node_limit=None, stop=None):
+def solve_limits(limits=None):
     """The :class:`~hybrid_remat.limits.Limits` a formulation's ``solve``
-    works within: ``limits`` merged with the legacy keywords
-    (:meth:`~hybrid_remat.interfaces.Formulation.limits_of`),
-    :data:`DEFAULT_SECONDS` when neither ``limits`` nor ``time_limit`` is
-    given, and always a stop flag (a private one when the caller has none).
+    works within: ``limits``, or :data:`DEFAULT_SECONDS` when it is
+    ``None``, and always a stop flag (a private one when the caller has none).
 
     Examples
     --------
-    >>> lim = solve_limits(node_limit=10)
-    >>> lim.nodes, 0 < lim.left() <= DEFAULT_SECONDS, lim.stop is not None
-    (10, True, True)
+    >>> from hybrid_remat.limits import Limits
+    >>> lim = solve_limits(Limits(nodes=10))
+    >>> lim.nodes, lim.left(), lim.stop is not None
+    (10, inf, True)
+    >>> 0 < solve_limits().left() <= DEFAULT_SECONDS
+    True
     """
     from dataclasses import replace
 
-    from ...interfaces import Formulation
+    from ..limits import Limits
 
-    if limits is None and time_limit is None:
-        time_limit = DEFAULT_SECONDS
-    lim = Formulation.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+    lim = limits if limits is not None else Limits.seconds(DEFAULT_SECONDS)
     return lim if lim.stop is not None else replace(lim, stop=threading.Event())
 
 
@@ -57,7 +56,7 @@ def cap_nodes(limits, node_limit: int | None):
     """
     from dataclasses import replace
 
-    from ...limits import Limits
+    from ..limits import Limits
 
     lim = limits if limits is not None else Limits()
     if node_limit is None:

@@ -17,7 +17,7 @@ class PushHeuristic:
 
     Examples
     --------
-    >>> from hybrid_remat.exact._scip import run, scip_model
+    >>> from hybrid_remat.scip import run, scip_model
     >>> with scip_model() as m:
     ...     x = m.addVar("x", vtype="I", ub=5, obj=-1.0)
     ...     h = PushHeuristic.include(m, "demo")

@@ -1,7 +1,7 @@
 """The *chain-of-cuts* bound: several memory constraints at once, valid for
 every single-device plan in any order.
 
-The cut bound (:mod:`hybrid_remat.exact.bounds`) looks at one moment: the
+The cut bound (:mod:`hybrid_remat.bounds.cut`) looks at one moment: the
 first computation of one node ``t``.  Here a chain of nodes ``t_1, ..., t_k``
 is taken, each an ancestor of the next, so that in **every** plan their
 first computations happen in that order (a node is computed after its
@@ -56,7 +56,7 @@ Examples
 >>> from hybrid_remat.generators import training_graph
 >>> from hybrid_remat.oracle import brute_force
 >>> from hybrid_remat.problem import Problem
->>> from hybrid_remat.exact.bounds import cut_lower_bound
+>>> from hybrid_remat.bounds.cut import cut_lower_bound
 >>> g = training_graph(nx.path_graph(5, create_using=nx.DiGraph))   # unit bytes and costs
 >>> p = Problem.single(g, 6)
 >>> cut_lower_bound(p).value, round(multicut_lower_bound(p).value, 4), brute_force(p)[0]
@@ -72,7 +72,7 @@ import numpy as np
 
 from ..interfaces import ALL_PLANS, Bound, BoundResult
 from ..limits import Limits, now
-from .bounds import _cut_lp_kernel, _reference_memory, cut_items, reach, serial_single_device
+from .cut import _cut_lp_kernel, _reference_memory, cut_items, reach, serial_single_device
 
 __all__ = ["MultiCutBound", "MultiCutBoundSource", "multicut_lower_bound", "cut_chain", "MAX_NODES"]
 
@@ -266,7 +266,7 @@ def _milp(c, A, b, lb, ub, limits) -> float | None:
     """SCIP's trusted dual bound of the 0/1 model (model units), or ``None``."""
     from pyscipopt import quicksum
 
-    from ._scip import ObjectiveScale, cap_nodes, run, scip_model
+    from ..scip import ObjectiveScale, cap_nodes, run, scip_model
 
     sc = ObjectiveScale.of(c)
     A = A.tocsr()
@@ -307,7 +307,7 @@ def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limi
     -------
     MultiCutBound
     """
-    from .bounds import _STEPS_PER_SECOND
+    from .cut import _STEPS_PER_SECOND
 
     if not problem.is_single_device:
         raise ValueError("the chain-of-cuts bound covers single-device problems only")

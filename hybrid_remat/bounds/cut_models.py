@@ -1,4 +1,4 @@
-"""The models behind the cut bound (:mod:`hybrid_remat.exact.bounds`) at one
+"""The models behind the cut bound (:mod:`hybrid_remat.bounds.cut`) at one
 cut: the covering knapsack (its LP value and its optimum) and the cut with
 recomputation chains (its MILP on SCIP and its LP relaxation on HiGHS with
 a dual certificate).
@@ -18,7 +18,7 @@ import numpy as np
 
 from ..limits import Limits
 
-__all__: list[str] = []  # helpers of hybrid_remat.exact.bounds
+__all__: list[str] = []  # helpers of hybrid_remat.bounds.cut
 
 
 def _cover_lp(cost, size, need) -> float:
@@ -41,7 +41,7 @@ def _cover_exact(cost, size, need, node_limit: int = 2_000, limits=None) -> floa
     its tolerance is relative to the data), or ``None`` when not proven."""
     from pyscipopt import quicksum
 
-    from ._scip import ObjectiveScale, cap_nodes, run, scip_model
+    from ..scip import ObjectiveScale, cap_nodes, run, scip_model
 
     if need <= 0:
         return 0.0
@@ -68,7 +68,7 @@ def _closure_bound(graph, t, anc, needed, cost, size, budget, node_limit: int = 
     data), or ``None``."""
     from pyscipopt import quicksum
 
-    from ._scip import ObjectiveScale, cap_nodes, run, scip_model
+    from ..scip import ObjectiveScale, cap_nodes, run, scip_model
 
     nodes = np.flatnonzero(anc).tolist()
     sc = ObjectiveScale.of(cost[nodes]) if nodes else ObjectiveScale()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 
-from ...errors import SolverError
+from ..errors import SolverError
 
 __all__ = ["new_model", "scip_model", "set_limits", "apply_params", "DEFAULT_PARAMS", "BuildTimeout", "OwnsModel"]
 

@@ -56,11 +56,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from .budgets import budget_lower_bound, keep_all_peak
-from .graph import Graph
-from .interfaces import ALL_PLANS, Bound, BoundResult
-from .limits import UNLIMITED_WORK, Limits
-from .plan import Plan, keep_all_plan, plan_from_order
+from ..budgets import budget_lower_bound, keep_all_peak
+from ..graph import Graph
+from ..interfaces import ALL_PLANS, Bound, BoundResult
+from ..limits import UNLIMITED_WORK, Limits
+from ..plan import Plan, keep_all_plan, plan_from_order
 
 __all__ = [
     "order_bound", "check_budget", "smallest_feasible_budget", "Feasibility", "BudgetRange",
@@ -447,8 +447,8 @@ def check_budget(graph: Graph, budget: int, *, limits: Limits | None = None,
 
 def _peak(graph: Graph, plan: Plan, budget: int) -> int | None:
     """The plan's simulated peak if it is valid within ``budget``, else ``None``."""
-    from .problem import Device, Problem
-    from .simulate import simulate
+    from ..problem import Device, Problem
+    from ..simulate import simulate
 
     kind = graph.cost_kinds[0]
     r = simulate(Problem(graph, [Device(kind, kind, int(budget))], check=False), plan)
@@ -539,7 +539,7 @@ class FeasibilityBound(Bound):
 def warm_up() -> None:
     """Compile (or load from the cache) the Numba kernels of this module, so
     that the first real call does not spend its time limit compiling."""
-    from .graph import Graph
+    from ..graph import Graph
 
     g = Graph.from_arrays([2, 1, 2, 1, 1], [(0, 1), (2, 3), (1, 4), (3, 4)], [1.0] * 5)
     check_budget(g, 4)

@@ -1,0 +1,26 @@
+"""Lower bounds: every built-in bound implementation lives here (the
+hook is ``hybrid_remat_register_bounds``; the built-ins register in
+:mod:`hybrid_remat.builtin.bounds`).
+
+* :mod:`.cut` -- the cut bound over every plan (:func:`cut_lower_bound`,
+  registered as ``cut_bound``; :func:`partition_lower_bound` for the parts
+  of a decomposition) and its graph kernels (:func:`cut_items`, :func:`reach`).
+* :mod:`.cut_models` -- the small per-cut models behind it (cover and
+  closure, LP and SCIP).
+* :mod:`.multicut` -- the memory constraints at a chain of cuts at once
+  (:func:`multicut_lower_bound`, registered as ``multicut_bound``).
+* :mod:`.feasibility` -- ``+inf`` when no plan fits the budget (the order
+  bound and the exact search for the smallest feasible budget), registered
+  as ``feasibility``.
+
+The block bound and the chain-of-cuts bound stay with the structures they
+read (:mod:`hybrid_remat.blocks.bound`, :mod:`hybrid_remat.segments.bound`):
+they are built from the block detector and the per-block staircases, and
+:mod:`hybrid_remat.blocks` re-exports them, so here they would import a
+package that imports them back.
+
+Nothing here imports :mod:`hybrid_remat.heuristics` (the same layering as
+:mod:`hybrid_remat.exact`); SCIP models go through :mod:`hybrid_remat.scip`.
+This ``__init__`` imports no submodule, so ``from hybrid_remat.bounds.cut
+import ...`` loads only what it names.
+"""
