@@ -4,7 +4,8 @@ are rescaled over 24 orders of magnitude (costs 1e-12..1e12 s, bytes up to
 5e17).
 
 A violation is any of: a bound over every plan above the brute-force
-optimum (beyond a relative 1e-9); a cut bound of ``+inf`` where a plan
+optimum (beyond a relative 1e-9); a bound that says it is exact
+(``stats["exact"]``, the state-search bound) and differs from the optimum; a cut bound of ``+inf`` where a plan
 exists; ``anytime_solve`` reporting ``infeasible`` where a plan exists, or
 ``optimal`` with a plan worse than the optimum (beyond the relative 2e-6 of
 its definition), or a result that is not the best plan of its own report.
@@ -103,6 +104,8 @@ def violations(problem, opt: float, *, bounds=None, solve: bool = False, node_li
             continue
         if r.value > opt + BOUND_RTOL * abs(opt):
             bad.append(f"{name}: bound {r.value!r} above the optimum {opt!r}")
+        if r.stats.get("exact") and not (r.value == opt or abs(r.value - opt) <= BOUND_RTOL * abs(opt)):
+            bad.append(f"{name}: claims the optimum {r.value!r}, the brute force finds {opt!r}")
         if name == "cut_bound" and math.isfinite(opt) and not math.isfinite(r.value):
             bad.append(f"cut_bound: +inf where a plan of {opt!r} exists")
     if solve:
