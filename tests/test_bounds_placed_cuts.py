@@ -5,50 +5,20 @@ same chain, and closes most of its gap on the miniature MLPs."""
 
 import math
 
-import numpy as np
 import pytest
 
-from benchmarks.bounds_battery import rescaled_instances
+from benchmarks.bounds_battery import mini_mlp, rescaled_instances
 from hybrid_remat import plugins
 from hybrid_remat.bounds.placed_cuts import PlacedCutsBound, placed_cuts_lower_bound
 from hybrid_remat.bounds.state_search import state_search_bound
 from hybrid_remat.budgets import budget_lower_bound, keep_all_peak
 from hybrid_remat.errors import BudgetError
 from hybrid_remat.exact.bounds_multicut import multicut_lower_bound
-from hybrid_remat.graph import Graph
 from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
 
 RTOL = 1e-9
-
-
-def mini_mlp(layers: int, seed: int = 0, wbytes: int = 4) -> Graph:
-    """Forward ``addmm, gelu`` per layer, a loss, and per layer backward a
-    gradient, its product, a ``wbytes`` weight gradient and a 0-byte bias
-    gradient (the structure of ``datasets/mlp_chain_b256``)."""
-    rng = np.random.default_rng(seed)
-    nb, cost, edges = [], [], []
-
-    def node(b, c, preds):
-        nb.append(b)
-        cost.append(c)
-        edges.extend((u, len(nb) - 1) for u in preds)
-        return len(nb) - 1
-
-    a, h, prev = [], [], []
-    for _ in range(layers):
-        a.append(node(1, 3.0 + rng.random(), prev))
-        h.append(node(1, 1.0 + 0.3 * rng.random(), [a[-1]]))
-        prev = [h[-1]]
-    grad = node(1, 1.0, [h[-1]])
-    for j in range(layers - 1, -1, -1):
-        gb = node(1, 2.0, [a[j], grad])
-        if j > 0:
-            grad = node(1, 3.0, [gb])
-            node(wbytes, 3.0, [h[j - 1], gb])
-        node(0, 0.5, [gb])
-    return Graph.from_arrays(nb, edges, {"cost": cost})
 
 
 @pytest.mark.parametrize("seed", [0, 1])
