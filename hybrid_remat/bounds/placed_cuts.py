@@ -56,10 +56,11 @@ SCIP's dual bound of the minimum (valid at any node or time limit; its
 feasibility tolerance only enlarges the region) bounds every plan.  Costs
 are scaled (``ObjectiveScale``), memory rows divided by the budget.
 
-On MLP training chains in miniature (4 MB weight gradients) it reaches the
-all-plans optimum where the cut and chain-of-cuts bounds miss it by 10-25 %
-(``tests/test_bounds_placed_cuts.py``); at 150 nodes SCIP stops near the
-root within a minute and the bound there is the cut bound's.
+On MLP training graphs in miniature (17-23 nodes, 4-byte weight gradients;
+``benchmarks/results/bounds_mini_mlp.md``) it proves 86-100 % of the
+all-plans optimum's recomputation cost where the cut and chain-of-cuts
+bounds prove 0-22 %; on ``mlp_chain_b256`` (150 nodes) it stays at the cut
+bound within a minute.
 
 Examples
 --------
