@@ -38,7 +38,9 @@ the first ``j`` with ``s`` an ancestor of ``t_j`` (``k`` if none).
 6. the sub-moment's node: ``u[s, i] <= y[s, i]`` for heavy ``s``, ``sum_s
    u[s, i] <= 1`` and ``sum_s u[s, i] >= y[s', i]`` for every heavy ``s'``
    (the plan's point: ``u = 1`` for the earliest heavy node of the
-   interval).
+   interval); the earliest has no heavy ancestor in the interval (an
+   ancestor is first computed before it): ``h u[s, i] + sum of y[a, i]``
+   over its ``h`` heavy ancestors ``a`` off the chain is at most ``h``.
 7. memory at the sub-moment: ``sum of bytes(v) xs[v, i]`` over ``A_i``
    and ``t_i`` minus the inputs of ``s``, plus ``bytes(s) + bytes(inputs of
    s)``, is at most the budget when ``u[s, i] = 1`` (relaxed by ``M (1 -
@@ -97,6 +99,8 @@ MAX_NODES = 2_000
 _MAX_VARS = 60_000
 #: SCIP node limit
 _NODE_LIMIT = 2_000
+#: a node off the chain takes part in sub-moments when its allocation is at least this share of the largest
+HEAVY_SHARE = 0.5
 #: seconds per variable to build and start the MILP (measured ~1e-4 on the shared 2-core machine; conservative)
 _SECONDS_PER_VAR = 3e-4
 
@@ -146,11 +150,11 @@ def _extra(problem, chain, limits) -> float | None:
         for i, t in enumerate(chain):
             preds = set(g.preds(t).tolist())
             for v in A[i]:
-                x[i][v] = m.addVar(vtype="B", lb=1.0 if v in preds else 0.0, ub=1.0)
+                x[i][v] = m.addVar(f"x_{i}_{v}", vtype="B", lb=1.0 if v in preds else 0.0, ub=1.0)
             for v in A[i] + [t]:  # t_i too: its computations after cut i are recomputations
-                z1[i][v] = m.addVar(vtype="B", obj=sc.coef(float(cost[v])))
-                z2[i][v] = m.addVar(vtype="B", obj=sc.coef(float(cost[v])))
-                xs[i][v] = m.addVar(vtype="B")
+                z1[i][v] = m.addVar(f"z1_{i}_{v}", vtype="B", obj=sc.coef(float(cost[v])))
+                z2[i][v] = m.addVar(f"z2_{i}_{v}", vtype="B", obj=sc.coef(float(cost[v])))
+                xs[i][v] = m.addVar(f"xs_{i}_{v}", vtype="B")
         for i, t in enumerate(chain):
             if limits.expired():
                 return None
@@ -178,7 +182,7 @@ def _extra(problem, chain, limits) -> float | None:
         subs = [[] for _ in range(k)]
         off = [s for s in range(n) if s not in on_chain]
         alloc_of = {s: size[s] + int(sum(size[u] for u in g.preds(s).tolist())) for s in off}
-        heavy = 0.5 * max(alloc_of.values(), default=0)  # the nodes that take part in sub-moments
+        heavy = HEAVY_SHARE * max(alloc_of.values(), default=0)  # the nodes that take part in sub-moments
         for s in range(n):
             if s in on_chain:
                 continue
@@ -195,7 +199,7 @@ def _extra(problem, chain, limits) -> float | None:
                 continue
             ps = g.preds(s).tolist()
             alloc = size[s] + sum(size[u] for u in ps)
-            y = {i: m.addVar(vtype="B") for i in span}
+            y = {i: m.addVar(f"y_{s}_{i}", vtype="B") for i in span}
             m.addCons(quicksum(y.values()) == 1)  # 5. placement
             for i in span:
                 ii = i - 1  # interval: after cut ii (0-based), before cut ii + 1
@@ -210,20 +214,30 @@ def _extra(problem, chain, limits) -> float | None:
                             m.addCons(x[ii][u] + z1[ii][u] + z2[ii][u] >= y[i])
                 if big <= 0:
                     continue
-                u_s = m.addVar(vtype="B")  # s is the interval's sub-moment
+                u_s = m.addVar(f"u_{s}_{i}", vtype="B")  # s is the interval's sub-moment
                 m.addCons(u_s <= y[i])
-                subs[ii].append((u_s, y[i]))
+                subs[ii].append((s, u_s, y[i]))
                 m.addCons(quicksum((size[v] / B) * xs[ii][v] for v in rest)  # 7. memory at the sub-moment
                           <= (B - alloc) / B + (big / B) * (1 - u_s))
                 for u in ps:
                     if u in xs[ii]:
                         m.addCons(xs[ii][u] >= u_s)
+        above = {}
         for ii in range(k):  # 6. one sub-moment per interval, taken when any such node lies there
-            if subs[ii]:
-                tot = quicksum(u for u, _ in subs[ii])
-                m.addCons(tot <= 1)
-                for _, yv in subs[ii]:
-                    m.addCons(tot >= yv)
+            if not subs[ii]:
+                continue
+            if limits.expired():
+                return None
+            tot = quicksum(u for _, u, _ in subs[ii])
+            m.addCons(tot <= 1)
+            for _, _, yv in subs[ii]:
+                m.addCons(tot >= yv)
+            for s, u_s, _ in subs[ii]:  # the earliest: no heavy ancestor of s lies in the interval
+                if s not in above:
+                    above[s] = reach(g, s, up=True)
+                ys = [yv for a, _, yv in subs[ii] if above[s][a]]
+                if ys:
+                    m.addCons(len(ys) * u_s + quicksum(ys) <= len(ys))
         res = run(m, limits=cap_nodes(limits, limits.nodes or _NODE_LIMIT))
         res.reraise()
         if res.status == "infeasible":
