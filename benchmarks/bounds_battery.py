@@ -4,7 +4,8 @@ are rescaled over 24 orders of magnitude (costs 1e-12..1e12 s, bytes up to
 5e17).
 
 A violation is any of: a bound over every plan above the brute-force
-optimum (beyond a relative 1e-9); a cut bound of ``+inf`` where a plan
+optimum (beyond a relative 1e-9); a bound that says it is exact
+(``stats["exact"]``, the state-search bound) and differs from the optimum; a cut bound of ``+inf`` where a plan
 exists; ``anytime_solve`` reporting ``infeasible`` where a plan exists, or
 ``optimal`` with a plan worse than the optimum (beyond the relative 2e-6 of
 its definition), or a result that is not the best plan of its own report.
@@ -15,6 +16,7 @@ Usage (from the repository root)::
 
     python -m benchmarks.bounds_battery --count 5000 --solve-every 10
     python -m benchmarks.bounds_battery --count 300 --seed 3
+    python -m benchmarks.bounds_battery --compare 3,4 --out bounds_mini_mlp   # bounds vs the optimum
 
 Examples
 --------
@@ -36,7 +38,7 @@ from hybrid_remat.graph import Graph
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
 
-__all__ = ["rescaled_instances", "violations", "run"]
+__all__ = ["rescaled_instances", "violations", "run", "mini_mlp", "compare"]
 
 #: a bound over every plan may exceed the optimum by this relative round-off
 BOUND_RTOL = 1e-9
@@ -103,6 +105,8 @@ def violations(problem, opt: float, *, bounds=None, solve: bool = False, node_li
             continue
         if r.value > opt + BOUND_RTOL * abs(opt):
             bad.append(f"{name}: bound {r.value!r} above the optimum {opt!r}")
+        if r.stats.get("exact") and not (r.value == opt or abs(r.value - opt) <= BOUND_RTOL * abs(opt)):
+            bad.append(f"{name}: claims the optimum {r.value!r}, the brute force finds {opt!r}")
         if name == "cut_bound" and math.isfinite(opt) and not math.isfinite(r.value):
             bad.append(f"cut_bound: +inf where a plan of {opt!r} exists")
     if solve:
@@ -136,13 +140,106 @@ def run(count: int, seed: int = 0, *, solve_every: int = 0, max_nodes: int = 6) 
     return {"instances": count, "with_plan": feasible, "solved": solved, "violations": found}
 
 
+def mini_mlp(layers: int, seed: int = 0, wbytes: int = 4) -> Graph:
+    """An MLP training graph in miniature (the structure of
+    ``datasets/mlp_chain_b256``): per layer a forward ``addmm`` and ``gelu``,
+    a loss, and per layer backward a gradient, its product (not for the
+    first layer), a ``wbytes`` weight gradient and a 0-byte bias gradient
+    (sinks); unit bytes otherwise, costs 3-4 (addmm), 1-1.3 (gelu), 2-3."""
+    rng = np.random.default_rng(seed)
+    nb, cost, edges = [], [], []
+
+    def node(b, c, preds):
+        nb.append(b)
+        cost.append(c)
+        edges.extend((u, len(nb) - 1) for u in preds)
+        return len(nb) - 1
+
+    a, h, prev = [], [], []
+    for _ in range(layers):
+        a.append(node(1, 3.0 + rng.random(), prev))
+        h.append(node(1, 1.0 + 0.3 * rng.random(), [a[-1]]))
+        prev = [h[-1]]
+    grad = node(1, 1.0, [h[-1]])
+    for j in range(layers - 1, -1, -1):
+        gb = node(1, 2.0, [a[j], grad])
+        if j > 0:
+            grad = node(1, 3.0, [gb])
+            node(wbytes, 3.0, [h[j - 1], gb])
+        node(0, 0.5, [gb])
+    return Graph.from_arrays(nb, edges, {"cost": cost})
+
+
+def compare(layer_counts, *, max_states: int = 3_000_000) -> list[dict]:
+    """Every budget of the miniature MLPs: the all-plans optimum (the state
+    search, exact) and each bound over every plan, with seconds."""
+    from hybrid_remat.bounds.placed_cuts import placed_cuts_lower_bound
+    from hybrid_remat.bounds.state_search import state_search_bound
+    from hybrid_remat.errors import BudgetError
+    from hybrid_remat.bounds.cut import cut_lower_bound
+    from hybrid_remat.bounds.multicut import multicut_lower_bound
+
+    rows = []
+    for L in layer_counts:
+        g = mini_mlp(L)
+        for B in range(budget_lower_bound(g), keep_all_peak(g) + 1):
+            try:
+                p = Problem.single(g, B)
+            except BudgetError:
+                continue
+            row = {"layers": L, "n": g.n, "budget": B, "base": p.base_cost}
+            for name, fn in (("optimum", lambda q: state_search_bound(q, max_states=max_states)),
+                             ("cut_bound", cut_lower_bound), ("multicut_bound", multicut_lower_bound),
+                             ("placed_cuts_bound", placed_cuts_lower_bound)):
+                t0 = time.perf_counter()
+                r = fn(p)
+                row[name] = float(r.value)
+                row[name + "_s"] = time.perf_counter() - t0
+                if name == "optimum":
+                    row["exact"] = bool(r.exact)
+            rows.append(row)
+    return rows
+
+
+def _cell(r: dict, nm: str) -> str:
+    ext, got = r["optimum"] - r["base"], r[nm] - r["base"]
+    pct = "100" if ext <= 0 and got >= ext else f"{100 * got / ext:.0f}" if ext > 0 else "-"
+    return f"{r[nm]:.3f} ({pct} %, {r[nm + '_s']:.1f} s)"
+
+
+def _compare_table(rows, cmd: str) -> str:
+    names = ("cut_bound", "multicut_bound", "placed_cuts_bound")
+    out = ["# Bounds over every plan against the optimum on MLP training chains in miniature", "",
+           f"Command: `{cmd}`.  `optimum`: the state search (A* over resident and computed sets, exact: every "
+           "plan in any order); each bound as its extra over the base cost, in % of the optimum's extra "
+           "(100 %: the bound proves the optimum); seconds on the shared 2-core machine (indicative).", "",
+           "| layers | n | budget | optimum (exact, s) | " + " | ".join(names) + " |", "|" + "---|" * (4 + len(names))]
+    for r in rows:
+        out.append(f"| {r['layers']} | {r['n']} | {r['budget']} | {r['optimum']:.3f} ({r['exact']}, "
+                   f"{r['optimum_s']:.1f} s) | " + " | ".join(_cell(r, nm) for nm in names) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--solve-every", type=int, default=10, help="run anytime_solve on every k-th instance (0: never)")
     ap.add_argument("--max-nodes", type=int, default=6)
+    ap.add_argument("--compare", default="", help="layer counts of miniature MLPs: bounds against the optimum")
+    ap.add_argument("--out", default="bounds_mini_mlp", help="results name for --compare")
     args = ap.parse_args()
+    if args.compare:
+        import sys
+
+        from benchmarks._common import write_results
+
+        rows = compare([int(x) for x in args.compare.split(",") if x])
+        cmd = "python -m benchmarks.bounds_battery " + " ".join(sys.argv[1:])
+        write_results(args.out, json_doc={"command": cmd, "rows": rows})
+        write_results(args.out, markdown=_compare_table(rows, cmd))
+        print(_compare_table(rows, cmd))
+        return
     t0 = time.perf_counter()
     out = run(args.count, args.seed, solve_every=args.solve_every, max_nodes=args.max_nodes)
     for v in out["violations"][:50]:

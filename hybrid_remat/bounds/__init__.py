@@ -12,6 +12,10 @@ hook is ``hybrid_remat_register_bounds``; the built-ins register in
 * :mod:`.feasibility` -- ``+inf`` when no plan fits the budget (the order
   bound and the exact search for the smallest feasible budget), registered
   as ``feasibility``.
+* :mod:`.state_search` -- A* over (resident set, computed set): exact where it
+  finishes, a frontier bound when stopped (``state_search_bound``).
+* :mod:`.placed_cuts` -- the chain of cuts with the weight gradients placed in
+  its intervals (``placed_cuts_bound``).
 
 The block bound and the chain-of-cuts bound stay with the structures they
 read (:mod:`hybrid_remat.blocks.bound`, :mod:`hybrid_remat.segments.bound`):

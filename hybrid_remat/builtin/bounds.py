@@ -1,5 +1,6 @@
 """Built-in bounds over every plan: the cut bound, the block bound, the
-multicut bound (:mod:`hybrid_remat.bounds`, :mod:`hybrid_remat.blocks.bound`)
+multicut bound, the state-search bound, the placed chain-of-cuts bound
+(:mod:`hybrid_remat.bounds`, :mod:`hybrid_remat.blocks.bound`)
 and ``feasibility`` (``+inf`` when no plan fits the budget), registered
 through the plugin hook."""
 
@@ -12,5 +13,8 @@ def hybrid_remat_register_bounds():
     from ..bounds.cut import CutBoundSource
     from ..bounds.feasibility import FeasibilityBound
     from ..bounds.multicut import MultiCutBoundSource
+    from ..bounds.placed_cuts import PlacedCutsBound
+    from ..bounds.state_search import StateSearchBound
 
-    return [CutBoundSource(), BlockBoundSource(), MultiCutBoundSource(), FeasibilityBound()]
+    return [CutBoundSource(), BlockBoundSource(), MultiCutBoundSource(), FeasibilityBound(),
+            StateSearchBound(), PlacedCutsBound()]
