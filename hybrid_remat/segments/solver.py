@@ -18,9 +18,9 @@ with exact menus where small and a simulator-checked plan).
 3. **Across the chain** (:func:`chain_dp`): stage ``k`` runs with the bytes
    of stages ``0..k-1`` held, so ``base + sum_{j<k} held_j + inside_k <=
    B`` for every ``k``.  A dynamic program over the stages in forward order
-   with the prefix of held bytes rounded up to ``B / resolution`` minimises
-   the extra time (rounding up keeps every choice within the measured
-   figures).
+   (:mod:`.dp`: prefixes bucketed by ``B / resolution``, each bucket with its
+   exact prefix) minimises the extra time; every choice fits the measured
+   figures exactly.
 4. **Plan** and rounds as in :func:`~hybrid_remat.blocks.solver.solve_blocks`:
    over the budget, the capacity shrinks by the excess; well under, it grows
    once by the room left.
@@ -55,9 +55,10 @@ from ..blocks.schedule import KeepSetPlanner, capacity_rounds
 from ..limits import Limits, now
 from ..simulate import simulate
 from .chain import SegmentChain, segment_chain
+from .dp import chain_dp_kernel
 from .menus import compute_menus, menu_tasks
 
-__all__ = ["SegmentResult", "chain_figures", "chain_dp", "solve_segments", "stage_menus"]
+__all__ = ["SegmentResult", "chain_figures", "chain_dp", "stage_groups", "solve_segments", "stage_menus"]
 
 
 @dataclass
@@ -140,47 +141,59 @@ def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | N
     return base, held, inside, extra
 
 
-def chain_dp(held, inside, extra, capacity: float, *, resolution: int = 2048):
+def stage_groups(kind, target: int = 256) -> list:
+    """Ranges ``(first, end)`` of consecutive stages that :func:`chain_dp`
+    treats as one: stages of one run (one ``kind`` >= 0) in chunks of ``m``
+    (``m`` such that the chain has about ``target`` groups), every segment
+    of its own alone.  A chunk takes one option for all its stages, so that
+    each group's held bytes are many prefix buckets wide (thousands of
+    blocks each holding less than a bucket made the bucketed DP drift to its
+    cheapest options: no choice fit at 100k nodes)."""
+    kind = np.asarray(kind)
+    S = kind.size
+    m = max(1, -(-S // max(1, target)))
+    out = []
+    s = 0
+    while s < S:
+        e = s + 1
+        if kind[s] >= 0:
+            while e < S and e - s < m and kind[e] == kind[s]:
+                e += 1
+        out.append((s, e))
+        s = e
+    return out
+
+
+def chain_dp(held, inside, extra, capacity: float, *, resolution: int = 2048, groups: list | None = None):
     """The options (one per stage, in forward order) of least total extra
     time with ``sum_{j<k} held_j + inside_k <= capacity`` for every ``k``
-    (held bytes rounded up to ``capacity / resolution``), or ``None`` when
-    none fits.  ``held``/``inside``/``extra``: ``(S, O)``, ``inf`` where a
-    stage lacks the option."""
+    (checked on exact prefix sums; prefixes bucketed by ``capacity /
+    resolution``: :mod:`.dp`), or ``None`` when none fits.
+    ``held``/``inside``/``extra``: ``(S, O)``, ``inf`` where a stage lacks
+    the option.  ``groups`` (:func:`stage_groups`): stages that take one
+    option together (their figures summed, their rows kept exactly)."""
     if capacity <= 0:
         return None
-    S, n_opt = held.shape
-    H = resolution
-    unit = capacity / H
-    steps = np.where(np.isfinite(held), np.ceil(np.maximum(held, 0) / unit), H + 1).astype(np.int64)
-    f = np.full(H + 1, np.inf)
-    f[0] = 0.0
-    back = np.zeros((S, H + 1), dtype=np.int16)
-    p = np.arange(H + 1)
-    for s in range(S):
-        g = np.full(H + 1, np.inf)
-        for o in range(n_opt):
-            if not np.isfinite(extra[s, o]):
-                continue
-            d = int(steps[s, o])
-            if d > H:
-                continue
-            ok = p * unit + inside[s, o] <= capacity
-            cand = np.where(ok, f, np.inf)[:H + 1 - d] + extra[s, o]
-            better = cand < g[d:]
-            g[d:][better] = cand[better]
-            back[s, d:][better] = o
-        f = g
-        if not np.isfinite(f).any():
+    held = np.asarray(held, dtype=np.float64)
+    inside = np.asarray(inside, dtype=np.float64)
+    extra = np.asarray(extra, dtype=np.float64)
+    if groups is not None and len(groups) < held.shape[0]:
+        hg = np.empty((len(groups), held.shape[1]))
+        ig = np.empty_like(hg)
+        eg = np.empty_like(hg)
+        for i, (a, b) in enumerate(groups):
+            h = np.maximum(held[a:b], 0)
+            before = np.cumsum(h, axis=0) - h            # held by the group's earlier stages
+            hg[i] = h.sum(axis=0)
+            ig[i] = (before + inside[a:b]).max(axis=0)
+            eg[i] = extra[a:b].sum(axis=0)
+        got = chain_dp(hg, ig, eg, capacity, resolution=resolution)
+        if got is None:
             return None
-    end = int(np.argmin(f))
-    if not np.isfinite(f[end]):
-        return None
-    choice = [0] * S
-    for s in range(S - 1, -1, -1):
-        o = int(back[s, end])
-        choice[s] = o
-        end -= int(steps[s, o])
-    return choice
+        return [o for (a, b), o in zip(groups, got, strict=True) for _ in range(b - a)]
+    got = chain_dp_kernel(np.ascontiguousarray(held), np.ascontiguousarray(inside), np.ascontiguousarray(extra),
+                          float(capacity), int(resolution))
+    return None if got.size == 0 else [int(o) for o in got]
 
 
 def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain | None = None,
@@ -207,9 +220,10 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
     if fig is None:
         return SegmentResult(None, math.inf, [], {**stats, "stopped": "limits"})
     base, held, inside, extra = fig
+    groups = stage_groups(chain.kind)
 
     def choose(capacity):
-        choice = chain_dp(held, inside, extra, capacity)
+        choice = chain_dp(held, inside, extra, capacity, groups=groups)
         return None if choice is None else (_keep(problem.graph, chain, per_stage, choice), choice)
 
     def least():    # the least memory everywhere, once
