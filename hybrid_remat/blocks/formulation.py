@@ -6,7 +6,10 @@ simulator-checked plan of the block-structured class) with most of its
 limits, then :func:`~hybrid_remat.blocks.bound.block_lower_bound` (a bound
 over every plan) with the rest; ``status`` is ``optimal`` only when the plan
 reaches that bound.  Applicable to single-device problems whose graph has at
-least two repeated blocks (:func:`~hybrid_remat.blocks.detect.detect_blocks`).
+least two repeated blocks (:func:`~hybrid_remat.blocks.detect.detect_blocks`)
+covering half of it, or several runs of blocks that do together: those it
+solves as the segment chain whose kinds are the runs (:func:`solve_chain`,
+the ``segments`` formulation's solve: one block of each run by SCIP).
 
 Examples
 --------
@@ -29,10 +32,10 @@ import math
 
 from ..exact._scip import check_bound
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
-from .bound import RemembersBlocks, block_lower_bound
+from .bound import RemembersBlocks, block_lower_bound, block_partition, coverage
 from .solver import solve_blocks
 
-__all__ = ["BlocksFormulation", "result_with_bound"]
+__all__ = ["BlocksFormulation", "result_with_bound", "solve_chain"]
 
 
 class BlocksFormulation(RemembersBlocks, Formulation):
@@ -56,20 +59,42 @@ class BlocksFormulation(RemembersBlocks, Formulation):
         if not ok:
             return ok, why
         bs = self.structure(problem.graph)
-        covered = (bs.fwd.size + bs.bwd.size) / max(1, problem.graph.n)
-        if covered < self.min_coverage:
+        covered = coverage(problem.graph, bs)
+        if covered < self.min_coverage and self.runs_chain(problem.graph) is None:
             return False, (f"the repeated blocks cover {100 * covered:.0f} % of the nodes (< "
-                           f"{100 * self.min_coverage:.0f} %): the segments formulation cuts the rest")
+                           f"{100 * self.min_coverage:.0f} %), and so do the runs of the segment chain: "
+                           "the segments formulation cuts the rest")
         return True, ""
+
+    def runs_chain(self, graph):
+        """The segment chain when one run of blocks covers less than
+        :attr:`min_coverage` of the nodes but the chain's runs together
+        cover that much (U-Net levels, ResNet stages: several runs of
+        repeated blocks, each a kind of its own); else ``None``."""
+        if coverage(graph, self.structure(graph)) >= self.min_coverage:
+            return None
+        ch = block_partition(graph, self.structure(graph))
+        if not hasattr(ch, "runs") or not ch.runs:
+            return None
+        in_runs = sum(ch.stage_nodes(s).size for s in range(ch.n_stages) if ch.kind[s] >= 0)
+        return ch if in_runs >= self.min_coverage * graph.n else None
 
     def predict_seconds(self, problem) -> float:
         """About 3 s of SCIP (the staircases, independent of depth) and a few
-        simulations of the whole graph (measured: 0.15 s each at 100k nodes)."""
+        simulations of the whole graph (measured: 0.15 s each at 100k nodes).
+        Several runs (the segment chain): a first plan after one simulation
+        and a DP plan after three (measured on U-Nets: 0.3 s and 3.5 s at
+        100k nodes on a loaded machine, 0.2 s and 3 s at 10k)."""
+        if self.runs_chain(problem.graph) is not None:
+            return 0.5 + 3e-5 * problem.graph.n
         return 3.0 + 6e-6 * problem.graph.n
 
     def solve(self, problem, *, incumbent=None, time_limit: float | None = None, node_limit=None, seed: int = 0,
               threads: int = 1, on_incumbent=None, on_bound=None, stop=None, limits=None) -> FormulationResult:
         lim = self.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
+        ch = self.runs_chain(problem.graph)
+        if ch is not None:          # several runs of blocks: each a kind of the segment chain
+            return solve_chain(problem, ch, lim, on_incumbent=on_incumbent, on_bound=on_bound)
         bs = self.structure(problem.graph)
         if bs is None or bs.n_blocks < 2:
             return FormulationResult("no_solution", stats={"skipped": "no repeated blocks"})
@@ -97,3 +122,20 @@ def result_with_bound(r, bb, stats: dict) -> FormulationResult:
     proved = r.objective - bound <= tol
     return FormulationResult("optimal" if proved else "feasible", r.plan, r.objective,
                              r.objective if proved else bound, stats)
+
+
+def solve_chain(problem, ch, lim, *, on_incumbent=None, on_bound=None) -> FormulationResult:
+    """A segment chain's plan (:func:`~hybrid_remat.segments.solver.solve_segments`,
+    most of ``lim``) and its bound over every plan
+    (:func:`~hybrid_remat.segments.bound.segment_lower_bound`, the rest)."""
+    from ..segments.bound import segment_lower_bound
+    from ..segments.solver import solve_segments
+
+    left = lim.left()
+    r = solve_segments(problem, chain=ch, on_incumbent=on_incumbent,
+                       limits=lim.share(0.7 * left) if math.isfinite(left) else lim)
+    bb = segment_lower_bound(problem, ch, limits=lim, target=r.objective)
+    if on_bound is not None and bb.node >= 0:
+        on_bound(bb.value)
+    stats = {"solver": r.stats, "bound": {"node": bb.node, **bb.stats}, "chain": ch.describe()}
+    return result_with_bound(r, bb, stats)

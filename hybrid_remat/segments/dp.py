@@ -35,7 +35,7 @@ def chain_dp_kernel(held, inside, extra, capacity, H):
     of the stages before ``k``), over ``H + 1`` prefix buckets (module
     docstring); an empty array when none fits.  ``inf`` in ``extra`` marks
     an option a stage lacks."""
-    S, O = held.shape
+    S, n_opt = held.shape
     unit = capacity / H
     inf = np.inf
     f_cost = np.full(H + 1, inf)
@@ -52,7 +52,7 @@ def chain_dp_kernel(held, inside, extra, capacity, H):
             if c == inf:
                 continue
             e = f_ex[p]
-            for o in range(O):
+            for o in range(n_opt):
                 x = extra[s, o]
                 if not np.isfinite(x) or not np.isfinite(held[s, o]):
                     continue

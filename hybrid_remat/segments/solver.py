@@ -58,7 +58,7 @@ from .chain import SegmentChain, segment_chain
 from .dp import chain_dp_kernel
 from .menus import compute_menus, menu_tasks
 
-__all__ = ["SegmentResult", "chain_figures", "chain_dp", "stage_groups", "solve_segments", "stage_menus"]
+__all__ = ["SegmentResult", "chain_figures", "chain_dp", "stage_groups", "quick_keep", "sweep_order", "solve_segments", "stage_menus"]
 
 
 @dataclass
@@ -113,22 +113,46 @@ def _probe(problem, chain, plan, rec):
     return int(a[0]), np.diff(a), inside, extra, sim
 
 
-def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | None = None):
+def sweep_order(J: int) -> list:
+    """The columns ``0..J-1`` in the order :func:`chain_figures` simulates
+    them: both ends, then midpoints (a sweep stopped early still spans the
+    menus)."""
+    if J <= 1:
+        return list(range(J))
+    order, seen = [0, J - 1], {0, J - 1}
+    step = J - 1
+    while len(order) < J:
+        step = max(1, step // 2)
+        for j in range(step, J, step):
+            if j not in seen:
+                seen.add(j)
+                order.append(j)
+    return order
+
+
+def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | None = None, columns=None,
+                  into=None):
     """``(base, held, inside, extra)``: arrays ``(S, O)`` per stage and
-    option (``O``: the longest menu; options a stage lacks are ``inf``),
-    from ``O`` simulations (module docstring, step 2); ``None`` when
-    ``limits`` stopped it."""
+    option (``O``: the longest menu; options a stage lacks, or not
+    simulated yet, are ``inf``), from one simulation per column ``j`` of
+    ``columns`` (default all, in :func:`sweep_order`; module docstring,
+    step 2), added to ``into`` (figures of earlier columns) when given;
+    ``None`` when ``limits`` stopped it before any column."""
     limits = limits or Limits()
     planner = planner or KeepSetPlanner(problem, "segments")
     S = chain.n_stages
     J = max(len(m.options) for m in per_stage)
-    held = np.full((S, J), np.inf)
-    inside = np.full((S, J), np.inf)
-    extra = np.full((S, J), np.inf)
-    base = 0
-    for j in range(J):
+    if into is None:
+        held = np.full((S, J), np.inf)
+        inside = np.full((S, J), np.inf)
+        extra = np.full((S, J), np.inf)
+        base, done = 0, 0
+    else:
+        base, held, inside, extra = into
+        done = 1
+    for j in (sweep_order(J) if columns is None else columns):
         if limits.expired():
-            return None
+            break
         choice = [int(round(j * (len(m.options) - 1) / max(1, J - 1))) for m in per_stage]
         plan, _, rec = planner.plan(_keep(problem.graph, chain, per_stage, choice))
         b, h, ins, ex, _ = _probe(problem, chain, plan, rec)
@@ -138,6 +162,9 @@ def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | N
         held[rows, cols] = np.where(np.isfinite(held[rows, cols]), np.maximum(held[rows, cols], h), h)
         inside[rows, cols] = np.where(np.isfinite(inside[rows, cols]), np.maximum(inside[rows, cols], ins), ins)
         extra[rows, cols] = ex
+        done += 1
+    if not done:
+        return None
     return base, held, inside, extra
 
 
@@ -182,11 +209,12 @@ def chain_dp(held, inside, extra, capacity: float, *, resolution: int = 2048, gr
         ig = np.empty_like(hg)
         eg = np.empty_like(hg)
         for i, (a, b) in enumerate(groups):
-            h = np.maximum(held[a:b], 0)
+            h = np.where(np.isfinite(held[a:b]), np.maximum(held[a:b], 0), 0.0)
             before = np.cumsum(h, axis=0) - h            # held by the group's earlier stages
-            hg[i] = h.sum(axis=0)
-            ig[i] = (before + inside[a:b]).max(axis=0)
-            eg[i] = extra[a:b].sum(axis=0)
+            lacks = ~np.isfinite(held[a:b]).all(axis=0)   # an option some stage of the group lacks
+            hg[i] = np.where(lacks, np.inf, h.sum(axis=0))
+            ig[i] = np.where(lacks, np.inf, (before + inside[a:b]).max(axis=0))
+            eg[i] = np.where(lacks, np.inf, extra[a:b].sum(axis=0))
         got = chain_dp(hg, ig, eg, capacity, resolution=resolution)
         if got is None:
             return None
@@ -194,6 +222,20 @@ def chain_dp(held, inside, extra, capacity: float, *, resolution: int = 2048, gr
     got = chain_dp_kernel(np.ascontiguousarray(held), np.ascontiguousarray(inside), np.ascontiguousarray(extra),
                           float(capacity), int(resolution))
     return None if got.size == 0 else [int(o) for o in got]
+
+
+def quick_keep(chain, tasks, n: int) -> np.ndarray:
+    """The keep set of the least memory the menus can offer, without them:
+    every stage keeps only its ``fixed`` values (a block's values read by
+    the next block; a segment of its own, none), all else is recomputed once
+    (the greedy menus' last option)."""
+    by_key = {t.key: t for t in tasks}
+    keep = np.ones(n, dtype=bool)
+    for s in range(chain.n_stages):
+        k = chain.kind_of(s)
+        t = by_key[("kind", k) if k is not None else ("stage", s)]
+        keep[chain.fwd[s]] = t.fixed
+    return keep
 
 
 def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain | None = None,
@@ -208,33 +250,59 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
         return SegmentResult(None, math.inf, [], {"skipped": "not a training graph (no backward phase after "
                                                              "the forward phase)"})
     stats: dict = {"chain": chain.describe()}
+    planner = KeepSetPlanner(problem, "segments")
+    best = [None, math.inf, None]
+    stats["rounds"] = []
+
+    def offer(plan, value, choice):
+        if plan is not None and value < best[1]:
+            best[:] = [plan, value, choice]
+            if on_incumbent is not None:
+                on_incumbent(plan, "segments")
+
     if menus is None:
+        tasks = menu_tasks(problem, chain)
+        quick = quick_keep(chain, tasks, problem.graph.n)     # a first plan in one simulation
+        plan, _, _ = planner.plan(quick)
+        sim = simulate(problem, plan)
+        stats["quick"] = {"valid": bool(sim.valid), "seconds": now() - t0}
+        if sim.valid:
+            offer(plan, problem.objective.value(sim), None)
         left = limits.left()
-        menus = compute_menus(menu_tasks(problem, chain),
-                              limits=limits.share(0.5 * left) if math.isfinite(left) else limits)
+        menus = compute_menus(tasks, limits=limits.share(0.5 * left) if math.isfinite(left) else limits)
     per_stage = stage_menus(chain, menus)
     stats["menus"] = {"exact": sum(m.exact for m in menus.values()), "total": len(menus),
                       "seconds": now() - t0}
-    planner = KeepSetPlanner(problem, "segments")
-    fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits)
-    if fig is None:
-        return SegmentResult(None, math.inf, [], {**stats, "stopped": "limits"})
-    base, held, inside, extra = fig
     groups = stage_groups(chain.kind)
-
-    def choose(capacity):
-        choice = chain_dp(held, inside, extra, capacity, groups=groups)
-        return None if choice is None else (_keep(problem.graph, chain, per_stage, choice), choice)
 
     def least():    # the least memory everywhere, once
         choice = [len(m.options) - 1 for m in per_stage]
         return _keep(problem.graph, chain, per_stage, choice), choice
 
-    plan, value, choice, rounds = capacity_rounds(problem, planner, base, choose, least, limits=limits,
-                                                  max_rounds=max_rounds, on_incumbent=on_incumbent,
-                                                  source="segments")
-    best = SegmentResult(plan, value, choice or [], stats)
-    stats["rounds"] = rounds
+    def rounds_on(fig, n_rounds):
+        base, held, inside, extra = fig
+
+        def choose(capacity):
+            choice = chain_dp(held, inside, extra, capacity, groups=groups)
+            return None if choice is None else (_keep(problem.graph, chain, per_stage, choice), choice)
+
+        plan, value, choice, rounds = capacity_rounds(problem, planner, base, choose, least, limits=limits,
+                                                      max_rounds=n_rounds, source="segments")
+        stats["rounds"] += rounds
+        offer(plan, value, choice)
+
+    # a few columns (both ends and the middle of every menu): a plan early; then the rest of the sweep
+    J = max(len(m.options) for m in per_stage)
+    order = sweep_order(J)
+    fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits, columns=order[:3])
+    if fig is None:
+        stats["stopped"] = "limits"
+    else:
+        rounds_on(fig, 3)
+    stats["early"] = {"columns": min(3, J), "seconds": now() - t0, "value": best[1]}
+    if fig is not None and len(order) > 3 and not limits.expired():
+        fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits, columns=order[3:], into=fig)
+        rounds_on(fig, max_rounds)
+    plan, value, choice = best
     stats["seconds"] = now() - t0
-    best.stats = stats
-    return best
+    return SegmentResult(plan, value, choice or [], stats)
