@@ -107,3 +107,25 @@ def test_backward_assignment_kernel_matches_the_plain_loop():
     assert _assign_reference(g, start, ch.n_stages).tolist() == ch.stage.tolist()
     for s in range(ch.n_stages):
         assert (ch.stage[ch.bwd[s]] == s).all()
+
+
+def test_a_second_solve_reuses_menus_and_figures_and_is_no_worse():
+    g = unet(600)
+    p = Problem.single(g, "50%")
+    ch = segment_chain(g)
+    first = solve_segments(p, chain=ch)
+    again = solve_segments(p, chain=ch)
+    assert "memo" in again.stats and "quick" not in again.stats
+    assert again.objective <= first.objective + 1e-12
+    assert simulate(p, again.plan).valid
+
+
+def test_block_bound_is_at_least_its_cut_screen():
+    from hybrid_remat.exact.bounds import cut_lower_bound
+
+    g = unet(600)
+    p = Problem.single(g, "50%")
+    bb = bound_mod.block_lower_bound(p, structure=block_partition(g))
+    screen = cut_lower_bound(p, exact_nodes=0)
+    r = solve_segments(p)
+    assert screen.value - 1e-9 <= bb.value <= r.objective + bb.tolerance + 1e-9

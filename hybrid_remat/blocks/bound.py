@@ -328,7 +328,9 @@ def _allocate_bound(fronts, cap, limits):
 def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts: int = 3,
                       limits: Limits | None = None, target: float = math.inf) -> BlockBound:
     """The block bound (module docstring) at the ``cuts`` nodes with the best
-    knapsack cut (screened by :func:`~hybrid_remat.exact.bounds.cut_lower_bound`);
+    knapsack cut (screened by :func:`~hybrid_remat.exact.bounds.cut_lower_bound`),
+    or the screen's own value where that is higher (the cut bound, a bound
+    over every plan as well: staircases stopped by the limits at 100k nodes);
     the trivial bound when the graph has no repeated blocks.  It stops as
     soon as it reaches ``target`` (e.g. a plan's time: then that plan is
     optimal)."""
@@ -356,6 +358,10 @@ def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts:
         if got is not None and got[0] > best:
             (best, slack), best_t = got, int(t)
     stats["seconds"] = now() - t0
+    if screen.extra > best and screen.node >= 0:     # the screen is the cut bound itself: over every plan too
+        stats["from"] = f"the cut screen ({screen.method})"
+        return BlockBound(base + screen.extra, screen.extra, int(screen.node), stats,
+                          tolerance=1e-9 * (base + screen.extra))
     return BlockBound(base + best, best, best_t, stats, tolerance=2.0 * slack + 1e-12 * (base + best))
 
 

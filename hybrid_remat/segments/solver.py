@@ -25,6 +25,12 @@ with exact menus where small and a simulator-checked plan).
    over the budget, the capacity shrinks by the excess; well under, it grows
    once by the room left.
 
+Anytime: before the menus, a first plan from one simulation (every stage
+keeps only its fixed values: :func:`quick_keep`); after the menus, the
+figures of three columns of the sweep (both ends and the middle,
+:func:`sweep_order`) and their DP plan; then the rest of the sweep and the
+final rounds.  Every better valid plan goes to ``on_incumbent`` at once.
+
 It returns the best simulator-valid plan and proves nothing itself; the
 bound over every plan is :func:`~hybrid_remat.segments.bound.segment_lower_bound`.
 The DP's value is the least extra time of the class *as measured* (figures
@@ -131,13 +137,14 @@ def sweep_order(J: int) -> list:
 
 
 def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | None = None, columns=None,
-                  into=None):
+                  into=None, done: list | None = None):
     """``(base, held, inside, extra)``: arrays ``(S, O)`` per stage and
     option (``O``: the longest menu; options a stage lacks, or not
     simulated yet, are ``inf``), from one simulation per column ``j`` of
     ``columns`` (default all, in :func:`sweep_order`; module docstring,
     step 2), added to ``into`` (figures of earlier columns) when given;
-    ``None`` when ``limits`` stopped it before any column."""
+    ``None`` when ``limits`` stopped it before any column.  ``done``: a list
+    the simulated columns are appended to."""
     limits = limits or Limits()
     planner = planner or KeepSetPlanner(problem, "segments")
     S = chain.n_stages
@@ -146,10 +153,10 @@ def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | N
         held = np.full((S, J), np.inf)
         inside = np.full((S, J), np.inf)
         extra = np.full((S, J), np.inf)
-        base, done = 0, 0
+        base, count = 0, 0
     else:
         base, held, inside, extra = into
-        done = 1
+        count = 1
     for j in (sweep_order(J) if columns is None else columns):
         if limits.expired():
             break
@@ -162,8 +169,10 @@ def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | N
         held[rows, cols] = np.where(np.isfinite(held[rows, cols]), np.maximum(held[rows, cols], h), h)
         inside[rows, cols] = np.where(np.isfinite(inside[rows, cols]), np.maximum(inside[rows, cols], ins), ins)
         extra[rows, cols] = ex
-        done += 1
-    if not done:
+        count += 1
+        if done is not None:
+            done.append(j)
+    if not count:
         return None
     return base, held, inside, extra
 
@@ -260,7 +269,17 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
             if on_incumbent is not None:
                 on_incumbent(plan, "segments")
 
-    if menus is None:
+    # menus and figures do not depend on the budget's use: kept with the problem for a later call
+    memo = problem.__dict__.setdefault("_segments_memo", {}) if menus is None else {}
+    key = (id(chain), chain.n_stages)
+    kept = memo.get(key)
+    fig, done = None, []
+    if kept is not None:
+        menus, fig, done = kept["menus"], kept["fig"], kept["done"]
+        stats["memo"] = {"columns": len(done)}
+        if kept["best"][0] is not None:
+            best[:] = kept["best"]          # the earlier call's plan: this one returns no worse
+    elif menus is None:
         tasks = menu_tasks(problem, chain)
         quick = quick_keep(chain, tasks, problem.graph.n)     # a first plan in one simulation
         plan, _, _ = planner.plan(quick)
@@ -293,16 +312,23 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
 
     # a few columns (both ends and the middle of every menu): a plan early; then the rest of the sweep
     J = max(len(m.options) for m in per_stage)
-    order = sweep_order(J)
-    fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits, columns=order[:3])
+    todo = [j for j in sweep_order(J) if j not in done]
     if fig is None:
-        stats["stopped"] = "limits"
-    else:
-        rounds_on(fig, 3)
-    stats["early"] = {"columns": min(3, J), "seconds": now() - t0, "value": best[1]}
-    if fig is not None and len(order) > 3 and not limits.expired():
-        fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits, columns=order[3:], into=fig)
+        fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits, columns=todo[:3], done=done)
+        todo = todo[3:]
+        if fig is None:
+            stats["stopped"] = "limits"
+        else:
+            rounds_on(fig, 3)
+            stats["early"] = {"columns": len(done), "seconds": now() - t0, "value": best[1]}
+    if fig is not None and not limits.expired():
+        if todo:      # the rounds keep a third of the time left
+            left = limits.left()
+            fig = chain_figures(problem, chain, per_stage, planner=planner, columns=todo, into=fig, done=done,
+                                limits=limits.share(0.67 * left) if math.isfinite(left) else limits)
         rounds_on(fig, max_rounds)
+    if fig is not None:
+        memo[key] = {"menus": menus, "fig": fig, "done": done, "best": list(best)}
     plan, value, choice = best
     stats["seconds"] = now() - t0
     return SegmentResult(plan, value, choice or [], stats)
