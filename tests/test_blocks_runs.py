@@ -42,13 +42,16 @@ def test_block_bound_over_the_chain_is_a_bound_over_every_plan(seed, max_group, 
     monkeypatch.setattr(bound_mod, "MAX_GROUP_NODES", max_group)
     g = _tiny(seed)
     src = BlockBoundSource()
+    checked = 0
     for B in range(min_feasible_budget(g), keep_all_peak(g) + 1):
         p = Problem.single(g, B)
         opt = brute_force(p)[0]
-        if not src.applicable(p)[0]:
-            continue
-        lb = src.bound(p).value
+        lb = bound_mod.block_lower_bound(p, structure=block_partition(g)).value
         assert p.base_cost - 1e-9 <= lb <= opt + 1e-6 * opt
+        if src.applicable(p)[0]:
+            assert p.base_cost - 1e-9 <= src.bound(p).value <= opt + 1e-6 * opt
+        checked += 1
+    assert checked
 
 
 def test_unet_is_solved_as_a_chain_of_runs():
@@ -59,6 +62,7 @@ def test_unet_is_solved_as_a_chain_of_runs():
     ch = f.runs_chain(g)
     assert ch is not None and len(ch.runs) >= 2
     assert isinstance(block_partition(g), SegmentChain)       # one run covers little: the bound groups by the chain
+    assert not BlockBoundSource().applicable(p)[0]             # the formulation bounds the chain itself
     seen = []
     r = f.solve(p, time_limit=30, on_incumbent=lambda plan, source: seen.append(plan))
     assert r.plan is not None and seen

@@ -83,7 +83,7 @@ from .detect import BlockStructure, detect_blocks
 from .staircase import closure_staircase
 
 __all__ = ["BlockBound", "block_lower_bound", "BlockBoundSource", "blocks_applicable", "RemembersBlocks",
-           "block_partition", "coverage"]
+           "block_partition", "coverage", "runs_chain"]
 
 
 @dataclass
@@ -399,6 +399,21 @@ def block_partition(graph, bs=None):
     return ch if ch is not None else bs
 
 
+def runs_chain(graph, bs=None, min_coverage: float = MIN_COVERAGE):
+    """The segment chain when the blocks of ``bs`` cover less than
+    ``min_coverage`` of the nodes but the chain's runs together cover that
+    much (U-Net levels, ResNet stages: several runs of repeated blocks, each
+    a kind of its own); else ``None``."""
+    bs = bs if bs is not None else graph.derived("blocks", detect_blocks)
+    if coverage(graph, bs) >= min_coverage:
+        return None
+    ch = block_partition(graph, bs)
+    if not hasattr(ch, "runs") or not ch.runs:
+        return None
+    in_runs = sum(ch.stage_nodes(s).size for s in range(ch.n_stages) if ch.kind[s] >= 0)
+    return ch if in_runs >= min_coverage * graph.n else None
+
+
 class RemembersBlocks:
     """Detection once per graph, shared by every block component: the
     structure is kept with the graph (:meth:`~hybrid_remat.graph.Graph.derived`;
@@ -424,6 +439,13 @@ class BlockBoundSource(RemembersBlocks, Bound):
     capabilities = frozenset({"dag", "single_device", "needs_budget", "serial", "honours_limits", "deterministic"})
     rank = 6.0
     bound_scope = ALL_PLANS
+
+    def applicable(self, problem) -> tuple[bool, str]:
+        ok, why = super().applicable(problem)
+        if ok and runs_chain(problem.graph, self.structure(problem.graph)) is not None:
+            return False, ("several runs of blocks: the blocks formulation bounds their segment chain itself "
+                           "(the same bound)")
+        return ok, why
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
         bb = block_lower_bound(problem, structure=block_partition(problem.graph, self.structure(problem.graph)),

@@ -32,7 +32,7 @@ import math
 
 from ..exact._scip import check_bound
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
-from .bound import RemembersBlocks, block_lower_bound, block_partition, coverage
+from .bound import RemembersBlocks, block_lower_bound, coverage, runs_chain
 from .solver import solve_blocks
 
 __all__ = ["BlocksFormulation", "result_with_bound", "solve_chain"]
@@ -67,17 +67,10 @@ class BlocksFormulation(RemembersBlocks, Formulation):
         return True, ""
 
     def runs_chain(self, graph):
-        """The segment chain when one run of blocks covers less than
-        :attr:`min_coverage` of the nodes but the chain's runs together
-        cover that much (U-Net levels, ResNet stages: several runs of
-        repeated blocks, each a kind of its own); else ``None``."""
-        if coverage(graph, self.structure(graph)) >= self.min_coverage:
-            return None
-        ch = block_partition(graph, self.structure(graph))
-        if not hasattr(ch, "runs") or not ch.runs:
-            return None
-        in_runs = sum(ch.stage_nodes(s).size for s in range(ch.n_stages) if ch.kind[s] >= 0)
-        return ch if in_runs >= self.min_coverage * graph.n else None
+        """The segment chain of several runs of blocks that cover
+        :attr:`min_coverage` of the nodes together where one run does not
+        (:func:`~hybrid_remat.blocks.bound.runs_chain`); else ``None``."""
+        return runs_chain(graph, self.structure(graph), self.min_coverage)
 
     def predict_seconds(self, problem) -> float:
         """About 3 s of SCIP (the staircases, independent of depth) and a few
