@@ -32,10 +32,13 @@ import math
 
 from ..exact._scip import check_bound
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
-from .bound import RemembersBlocks, block_lower_bound, coverage, runs_chain
+from .bound import BlockBound, RemembersBlocks, block_lower_bound, coverage, runs_chain
 from .solver import solve_blocks
 
 __all__ = ["BlocksFormulation", "result_with_bound", "solve_chain"]
+
+#: the segment chain's bound is skipped with less time left than this (seconds)
+MIN_BOUND_S = 0.5
 
 
 class BlocksFormulation(RemembersBlocks, Formulation):
@@ -127,7 +130,10 @@ def solve_chain(problem, ch, lim, *, on_incumbent=None, on_bound=None) -> Formul
     left = lim.left()
     r = solve_segments(problem, chain=ch, on_incumbent=on_incumbent,
                        limits=lim.share(0.7 * left) if math.isfinite(left) else lim)
-    bb = segment_lower_bound(problem, ch, limits=lim, target=r.objective)
+    if lim.left() < MIN_BOUND_S:       # its cut screen alone takes about that long at 100k nodes
+        bb = BlockBound(problem.base_cost, 0.0, -1, {"skipped": f"under {MIN_BOUND_S:g} s left"})
+    else:
+        bb = segment_lower_bound(problem, ch, limits=lim, target=r.objective)
     if on_bound is not None and bb.node >= 0:
         on_bound(bb.value)
     stats = {"solver": r.stats, "bound": {"node": bb.node, **bb.stats}, "chain": ch.describe()}
