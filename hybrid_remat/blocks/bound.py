@@ -41,9 +41,11 @@ down), every feasible ``(x, r)`` has ``c_k . r >= rho * c_rep . r``, so
 staircase with its extra bounds times ``rho`` is a valid front for stage
 ``k``.  Kinds of more than :data:`EXACT_COST_BLOCKS` stages use it (one
 staircase, a class per ``rho``); smaller kinds are solved with their own
-costs.  A group whose staircase was stopped by the limits before any point
-keeps only the item (bytes of its inputs of ``t``, 0 s), which every held
-set of it dominates.  Any partition of the nodes into groups gives a valid
+costs.  A group whose staircase was stopped by the limits before any point,
+or of more than :data:`MAX_GROUP_NODES` nodes (not solved at all), keeps
+only the item (bytes of its inputs of ``t``, 0 s), which every held set of
+it dominates (every held set holds ``t``'s inputs and recomputes at least
+nothing).  Any partition of the nodes into groups gives a valid
 bound (step 2 never uses what the groups are), so the same statement holds
 for the segment chains of :mod:`hybrid_remat.segments`.
 
@@ -80,7 +82,8 @@ from ..limits import Limits, now
 from .detect import BlockStructure, detect_blocks
 from .staircase import closure_staircase
 
-__all__ = ["BlockBound", "block_lower_bound", "BlockBoundSource", "blocks_applicable", "RemembersBlocks"]
+__all__ = ["BlockBound", "block_lower_bound", "BlockBoundSource", "blocks_applicable", "RemembersBlocks",
+           "block_partition", "coverage", "runs_chain"]
 
 
 @dataclass
@@ -99,6 +102,12 @@ class BlockBound:
 
 #: blocks with different costs (measured with noise) share one staircase per class of this many blocks or more
 EXACT_COST_BLOCKS = 16
+#: a group of more ancestors of the cut than this keeps only its item (bytes of its inputs of ``t``, 0 s):
+#: building and freeing the closure model of a 20k-node prologue outlasted the deadline (ResNet stages at 32k)
+MAX_GROUP_NODES = 4096
+#: below this share of the nodes in repeated blocks, the block bound groups by the segment chain instead
+#: (:func:`block_partition`): a U-Net's 45k-node prologue as one group gave the trivial bound in 8 s
+MIN_COVERAGE = 0.5
 #: the cost ratio of a class is rounded down to a multiple of this
 RATIO_STEP = 0.005
 
@@ -143,6 +152,21 @@ class _Scaled:
         self.st.close()
 
 
+def _positions(part, n: int) -> np.ndarray:
+    """Every node's position in its stage's :meth:`stage_nodes` (``-1``
+    outside the stages of a kind), computed once per partition (one array,
+    not one per stage: 4352 stages of a 100k-node U-Net took seconds)."""
+    pos = part.__dict__.get("_positions")
+    if pos is None or pos.size != n:
+        pos = np.full(n, -1, dtype=np.int64)
+        for s in range(part.n_stages if hasattr(part, "n_stages") else part.n_blocks):
+            if part.kind_of(s) is not None:
+                block = part.stage_nodes(s)
+                pos[block] = np.arange(block.size)
+        part.__dict__["_positions"] = pos
+    return pos
+
+
 def _groups(problem, part, t: int, anc, items):
     """``{key: [count, share, rho, cost, size, preds, needed, fixed]}`` of
     the cut's groups (``part``: a :class:`~.detect.BlockStructure` or a
@@ -162,16 +186,18 @@ def _groups(problem, part, t: int, anc, items):
     out: dict = {}
     reps: dict = {}
     members = np.flatnonzero(anc)
-    for s in np.unique(stage[members]).tolist():
-        nodes = members[stage[members] == s]
+    ms = stage[members]
+    order = np.argsort(ms, kind="stable")      # members by stage, in node order within one
+    uniq, first = np.unique(ms[order], return_index=True)
+    bounds = np.append(first, order.size)
+    for i, s in enumerate(uniq.tolist()):
+        nodes = members[order[bounds[i]:bounds[i + 1]]]
         needed = items[nodes]
         fixed = inputs[nodes]
         kind = part.kind_of(s)
         rho = 1.0
         if kind is not None:
-            block = part.stage_nodes(s)
-            pos = np.full(g.n, -1, dtype=np.int64)
-            pos[block] = np.arange(block.size)
+            pos = _positions(part, g.n)
             if (pos[nodes] >= part.positioned(s)).any():
                 kind = None            # nodes without a position in the kind: a group of its own
         if kind is not None:
@@ -209,14 +235,19 @@ def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = 
     fixed_bytes = 0
     shared: dict = {}
     max_points = int(np.clip(2048 // max(1, len(groups)), 8, 256))
+    left = limits.left()        # the staircases stop early enough to leave the allocation its time
+    stairs = limits.share(0.8 * left) if math.isfinite(left) else limits
     for count, share, rho, c, size, preds, needed, fixed in groups.values():
         if not needed.any():   # nothing of this group must survive the cut: it holds its inputs of t only
             fixed_bytes += int(size[fixed].sum()) * count
             continue
         st = shared.get(share)
-        if st is None and not limits.expired():
+        if st is None and size.size > MAX_GROUP_NODES:   # too large to solve in time: its item only (valid)
+            fixed_bytes += int(size[fixed].sum()) * count
+            continue
+        if st is None and not stairs.expired():
             st = closure_staircase(np.arange(size.size), preds, needed=needed, fixed=fixed, cost=c, size=size,
-                                   limits=limits, max_points=max_points, keep_open=True, resolution=1 / 64)
+                                   limits=stairs, max_points=max_points, keep_open=True, resolution=1 / 64)
             shared[share] = st
         if st is None or not st.points:   # stopped: the group holds its inputs of t, at no less than no time
             fixed_bytes += int(size[fixed].sum()) * count
@@ -297,7 +328,9 @@ def _allocate_bound(fronts, cap, limits):
 def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts: int = 3,
                       limits: Limits | None = None, target: float = math.inf) -> BlockBound:
     """The block bound (module docstring) at the ``cuts`` nodes with the best
-    knapsack cut (screened by :func:`~hybrid_remat.bounds.cut.cut_lower_bound`);
+    knapsack cut (screened by :func:`~hybrid_remat.bounds.cut.cut_lower_bound`),
+    or the screen's own value where that is higher (the cut bound, a bound
+    over every plan as well: staircases stopped by the limits at 100k nodes);
     the trivial bound when the graph has no repeated blocks.  It stops as
     soon as it reaches ``target`` (e.g. a plan's time: then that plan is
     optimal)."""
@@ -325,6 +358,10 @@ def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts:
         if got is not None and got[0] > best:
             (best, slack), best_t = got, int(t)
     stats["seconds"] = now() - t0
+    if screen.extra > best and screen.node >= 0:     # the screen is the cut bound itself: over every plan too
+        stats["from"] = f"the cut screen ({screen.method})"
+        return BlockBound(base + screen.extra, screen.extra, int(screen.node), stats,
+                          tolerance=1e-9 * (base + screen.extra))
     return BlockBound(base + best, best, best_t, stats, tolerance=2.0 * slack + 1e-12 * (base + best))
 
 
@@ -340,6 +377,41 @@ def blocks_applicable(problem, structure: BlockStructure | None = None) -> tuple
     if bs is None or bs.n_blocks < 2:
         return False, "no repeated blocks"
     return True, ""
+
+
+def coverage(graph, bs) -> float:
+    """The share of ``graph``'s nodes in the blocks of ``bs`` (0 for none)."""
+    return 0.0 if bs is None else (bs.fwd.size + bs.bwd.size) / max(1, graph.n)
+
+
+def block_partition(graph, bs=None):
+    """The groups the block bound uses on ``graph``: its repeated blocks
+    (``bs``, detected when not given) where they cover at least
+    :data:`MIN_COVERAGE` of the nodes, else the segment chain (several runs
+    and segments of their own cut where few bytes cross), else ``bs``.  Any
+    partition gives a bound over every plan (module docstring, step 2)."""
+    bs = bs if bs is not None else graph.derived("blocks", detect_blocks)
+    if coverage(graph, bs) >= MIN_COVERAGE:
+        return bs
+    from ..segments.chain import segment_chain
+
+    ch = graph.derived("segment_chain", segment_chain)
+    return ch if ch is not None else bs
+
+
+def runs_chain(graph, bs=None, min_coverage: float = MIN_COVERAGE):
+    """The segment chain when the blocks of ``bs`` cover less than
+    ``min_coverage`` of the nodes but the chain's runs together cover that
+    much (U-Net levels, ResNet stages: several runs of repeated blocks, each
+    a kind of its own); else ``None``."""
+    bs = bs if bs is not None else graph.derived("blocks", detect_blocks)
+    if coverage(graph, bs) >= min_coverage:
+        return None
+    ch = block_partition(graph, bs)
+    if not hasattr(ch, "runs") or not ch.runs:
+        return None
+    in_runs = sum(ch.stage_nodes(s).size for s in range(ch.n_stages) if ch.kind[s] >= 0)
+    return ch if in_runs >= min_coverage * graph.n else None
 
 
 class RemembersBlocks:
@@ -359,7 +431,8 @@ class RemembersBlocks:
 class BlockBoundSource(RemembersBlocks, Bound):
     """The block bound as a registered :class:`~hybrid_remat.interfaces.Bound`
     (``block_bound``, scope: every plan); applicable to graphs with
-    repeated blocks."""
+    repeated blocks; it groups by :func:`block_partition` (the segment chain
+    where the blocks cover little of the graph)."""
 
     name = "block_bound"
     version = "1"
@@ -367,7 +440,15 @@ class BlockBoundSource(RemembersBlocks, Bound):
     rank = 6.0
     bound_scope = ALL_PLANS
 
+    def applicable(self, problem) -> tuple[bool, str]:
+        ok, why = super().applicable(problem)
+        if ok and runs_chain(problem.graph, self.structure(problem.graph)) is not None:
+            return False, ("several runs of blocks: the blocks formulation bounds their segment chain itself "
+                           "(the same bound)")
+        return ok, why
+
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
-        bb = block_lower_bound(problem, structure=self.structure(problem.graph), limits=limits)
+        bb = block_lower_bound(problem, structure=block_partition(problem.graph, self.structure(problem.graph)),
+                               limits=limits)
         return BoundResult(bb.value, ALL_PLANS, {"extra": bb.extra, "node": bb.node, "tolerance": bb.tolerance,
                                                  **bb.stats})

@@ -6,7 +6,10 @@ simulator-checked plan of the block-structured class) with most of its
 limits, then :func:`~hybrid_remat.blocks.bound.block_lower_bound` (a bound
 over every plan) with the rest; ``status`` is ``optimal`` only when the plan
 reaches that bound.  Applicable to single-device problems whose graph has at
-least two repeated blocks (:func:`~hybrid_remat.blocks.detect.detect_blocks`).
+least two repeated blocks (:func:`~hybrid_remat.blocks.detect.detect_blocks`)
+covering half of it, or several runs of blocks that do together: those it
+solves as the segment chain whose kinds are the runs (:func:`solve_chain`,
+the ``segments`` formulation's solve: one block of each run by SCIP).
 
 Examples
 --------
@@ -29,10 +32,13 @@ import math
 
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
 from ..scip import check_bound
-from .bound import RemembersBlocks, block_lower_bound
+from .bound import BlockBound, RemembersBlocks, block_lower_bound, coverage, runs_chain
 from .solver import solve_blocks
 
-__all__ = ["BlocksFormulation", "result_with_bound"]
+__all__ = ["BlocksFormulation", "result_with_bound", "solve_chain"]
+
+#: the segment chain's bound is skipped with less time left than this (seconds)
+MIN_BOUND_S = 0.5
 
 
 class BlocksFormulation(RemembersBlocks, Formulation):
@@ -56,20 +62,35 @@ class BlocksFormulation(RemembersBlocks, Formulation):
         if not ok:
             return ok, why
         bs = self.structure(problem.graph)
-        covered = (bs.fwd.size + bs.bwd.size) / max(1, problem.graph.n)
-        if covered < self.min_coverage:
+        covered = coverage(problem.graph, bs)
+        if covered < self.min_coverage and self.runs_chain(problem.graph) is None:
             return False, (f"the repeated blocks cover {100 * covered:.0f} % of the nodes (< "
-                           f"{100 * self.min_coverage:.0f} %): the segments formulation cuts the rest")
+                           f"{100 * self.min_coverage:.0f} %), and so do the runs of the segment chain: "
+                           "the segments formulation cuts the rest")
         return True, ""
+
+    def runs_chain(self, graph):
+        """The segment chain of several runs of blocks that cover
+        :attr:`min_coverage` of the nodes together where one run does not
+        (:func:`~hybrid_remat.blocks.bound.runs_chain`); else ``None``."""
+        return runs_chain(graph, self.structure(graph), self.min_coverage)
 
     def predict_seconds(self, problem) -> float:
         """About 3 s of SCIP (the staircases, independent of depth) and a few
-        simulations of the whole graph (measured: 0.15 s each at 100k nodes)."""
+        simulations of the whole graph (measured: 0.15 s each at 100k nodes).
+        Several runs (the segment chain): a first plan after one simulation
+        and a DP plan after three (measured on U-Nets: 0.3 s and 3.5 s at
+        100k nodes on a loaded machine, 0.2 s and 3 s at 10k)."""
+        if self.runs_chain(problem.graph) is not None:
+            return 0.5 + 3e-5 * problem.graph.n
         return 3.0 + 6e-6 * problem.graph.n
 
     def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
               on_bound=None) -> FormulationResult:
         lim = self.limits_of(limits)
+        ch = self.runs_chain(problem.graph)
+        if ch is not None:          # several runs of blocks: each a kind of the segment chain
+            return solve_chain(problem, ch, lim, on_incumbent=on_incumbent, on_bound=on_bound)
         bs = self.structure(problem.graph)
         if bs is None or bs.n_blocks < 2:
             return FormulationResult("no_solution", stats={"skipped": "no repeated blocks"})
@@ -97,3 +118,23 @@ def result_with_bound(r, bb, stats: dict) -> FormulationResult:
     proved = r.objective - bound <= tol
     return FormulationResult("optimal" if proved else "feasible", r.plan, r.objective,
                              r.objective if proved else bound, stats)
+
+
+def solve_chain(problem, ch, lim, *, on_incumbent=None, on_bound=None) -> FormulationResult:
+    """A segment chain's plan (:func:`~hybrid_remat.segments.solver.solve_segments`,
+    most of ``lim``) and its bound over every plan
+    (:func:`~hybrid_remat.segments.bound.segment_lower_bound`, the rest)."""
+    from ..segments.bound import segment_lower_bound
+    from ..segments.solver import solve_segments
+
+    left = lim.left()
+    r = solve_segments(problem, chain=ch, on_incumbent=on_incumbent,
+                       limits=lim.share(0.7 * left) if math.isfinite(left) else lim)
+    if lim.left() < MIN_BOUND_S:       # its cut screen alone takes about that long at 100k nodes
+        bb = BlockBound(problem.base_cost, 0.0, -1, {"skipped": f"under {MIN_BOUND_S:g} s left"})
+    else:
+        bb = segment_lower_bound(problem, ch, limits=lim, target=r.objective)
+    if on_bound is not None and bb.node >= 0:
+        on_bound(bb.value)
+    stats = {"solver": r.stats, "bound": {"node": bb.node, **bb.stats}, "chain": ch.describe()}
+    return result_with_bound(r, bb, stats)

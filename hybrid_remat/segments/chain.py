@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from ..blocks.detect import Structure, detect_runs
 
@@ -122,6 +123,23 @@ def crossing_bytes(graph, fwd_nodes: np.ndarray) -> np.ndarray:
     return np.cumsum(diff)[:m + 1]
 
 
+@njit(cache=True)
+def _assign_backward(stage, bwd_nodes, pred_ptr, pred_idx, S):
+    """In place: each backward node without a stage takes the earliest stage
+    among its inputs' (in node order, so gradients assigned before count),
+    ``S - 1`` when none has one."""
+    for i in range(bwd_nodes.shape[0]):
+        v = bwd_nodes[i]
+        if stage[v] >= 0:
+            continue
+        best = -1
+        for j in range(pred_ptr[v], pred_ptr[v + 1]):
+            q = stage[pred_idx[j]]
+            if q >= 0 and (best < 0 or q < best):
+                best = q
+        stage[v] = best if best >= 0 else S - 1
+
+
 def _cuts(cross: np.ndarray, lo: int, hi: int, size: int) -> list:
     """Cut positions in ``(lo, hi)``: each next cut the position of fewest
     crossing bytes between half and twice ``size`` past the last (ties: the
@@ -175,7 +193,12 @@ def segment_chain(graph, *, segment_size: int | None = None, structure: Structur
     bwd_nodes = np.flatnonzero(graph.phase != 0)
     if fwd_nodes.size == 0 or bwd_nodes.size == 0 or fwd_nodes[-1] > bwd_nodes[0]:
         return None
-    st = structure if structure is not None else detect_runs(graph, min_copies=min_copies)
+    if structure is not None:
+        st = structure
+    elif min_copies == 2:
+        st = graph.derived("runs", detect_runs)      # detection once per graph (``info``, every component)
+    else:
+        st = detect_runs(graph, min_copies=min_copies)
     m = fwd_nodes.size
     size = segment_size or int(np.clip(m // 8, 2, 48))
     pos = np.full(graph.n, -1, dtype=np.int64)
@@ -211,15 +234,13 @@ def segment_chain(graph, *, segment_size: int | None = None, structure: Structur
     stretch(at, m)
     S = len(fwd)
     # backward nodes outside the runs: the earliest stage among their inputs'
-    for v in bwd_nodes.tolist():
-        if stage[v] >= 0:
-            continue
-        p = stage[graph.preds(v)]
-        p = p[p >= 0]
-        stage[v] = int(p.min()) if p.size else S - 1
+    _assign_backward(stage, bwd_nodes.astype(np.int64), graph.pred_ptr, graph.pred_idx, S)
     n_bwd_block = [0 if b is None else int(b.size) for b in bwd]
+    bs = stage[bwd_nodes]
+    order = np.argsort(bs, kind="stable")
+    cuts = np.searchsorted(bs[order], np.arange(S + 1))
     for s in range(S):
-        mine = bwd_nodes[stage[bwd_nodes] == s]
+        mine = bwd_nodes[order[cuts[s]:cuts[s + 1]]]
         if bwd[s] is None:
             bwd[s] = mine
         elif mine.size > bwd[s].size:   # a block's backward part, then the nodes assigned to it (no position)

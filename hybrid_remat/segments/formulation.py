@@ -24,13 +24,9 @@ Examples
 
 from __future__ import annotations
 
-import math
-
-from ..blocks.formulation import result_with_bound
+from ..blocks.formulation import solve_chain
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
-from .bound import segment_lower_bound
 from .chain import segment_chain
-from .solver import solve_segments
 
 __all__ = ["SegmentsFormulation"]
 
@@ -72,12 +68,4 @@ class SegmentsFormulation(Formulation):
         ok, why = self.applicable(problem)
         if not ok:
             return FormulationResult("no_solution", stats={"skipped": why})
-        ch = self.chain(problem.graph)
-        left = lim.left()
-        r = solve_segments(problem, chain=ch, on_incumbent=on_incumbent,
-                           limits=lim.share(0.7 * left) if math.isfinite(left) else lim)
-        bb = segment_lower_bound(problem, ch, limits=lim, target=r.objective)
-        if on_bound is not None and bb.node >= 0:
-            on_bound(bb.value)
-        stats = {"solver": r.stats, "bound": {"node": bb.node, **bb.stats}, "chain": ch.describe()}
-        return result_with_bound(r, bb, stats)
+        return solve_chain(problem, self.chain(problem.graph), lim, on_incumbent=on_incumbent, on_bound=on_bound)

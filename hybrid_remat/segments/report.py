@@ -19,7 +19,7 @@ __all__ = ["structure_lines"]
 def structure_lines(graph) -> list:
     """Runs of repeated blocks (or why none), the notes of detection, and the
     segment chain the ``segments`` formulation solves."""
-    st = detect_runs(graph)
+    st = graph.derived("runs", detect_runs)
     out = []
     if st.runs:
         runs = ", ".join(f"{r.n_blocks} blocks of {r.fwd.shape[1]}+{r.bwd.shape[1]} nodes"
@@ -30,7 +30,7 @@ def structure_lines(graph) -> list:
         out += [f"             {note}" for note in dict.fromkeys(st.notes)]
     else:
         out.append(f"structure    no repeated blocks: {st.why_not}")
-    ch = segment_chain(graph, structure=st)
+    ch = graph.derived("segment_chain", segment_chain)
     if ch is None:
         out.append("segments     none: not a training graph (no backward phase after the forward phase)")
     else:

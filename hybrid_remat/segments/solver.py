@@ -18,12 +18,18 @@ with exact menus where small and a simulator-checked plan).
 3. **Across the chain** (:func:`chain_dp`): stage ``k`` runs with the bytes
    of stages ``0..k-1`` held, so ``base + sum_{j<k} held_j + inside_k <=
    B`` for every ``k``.  A dynamic program over the stages in forward order
-   with the prefix of held bytes rounded up to ``B / resolution`` minimises
-   the extra time (rounding up keeps every choice within the measured
-   figures).
+   (:mod:`.dp`: prefixes bucketed by ``B / resolution``, each bucket with its
+   exact prefix) minimises the extra time; every choice fits the measured
+   figures exactly.
 4. **Plan** and rounds as in :func:`~hybrid_remat.blocks.solver.solve_blocks`:
    over the budget, the capacity shrinks by the excess; well under, it grows
    once by the room left.
+
+Anytime: before the menus, a first plan from one simulation (every stage
+keeps only its fixed values: :func:`quick_keep`); after the menus, the
+figures of three columns of the sweep (both ends and the middle,
+:func:`sweep_order`) and their DP plan; then the rest of the sweep and the
+final rounds.  Every better valid plan goes to ``on_incumbent`` at once.
 
 It returns the best simulator-valid plan and proves nothing itself; the
 bound over every plan is :func:`~hybrid_remat.segments.bound.segment_lower_bound`.
@@ -55,9 +61,10 @@ from ..blocks.schedule import KeepSetPlanner, capacity_rounds
 from ..limits import Limits, now
 from ..simulate import simulate
 from .chain import SegmentChain, segment_chain
+from .dp import chain_dp_kernel
 from .menus import compute_menus, menu_tasks
 
-__all__ = ["SegmentResult", "chain_figures", "chain_dp", "solve_segments", "stage_menus"]
+__all__ = ["SegmentResult", "chain_figures", "chain_dp", "stage_groups", "quick_keep", "sweep_order", "solve_segments", "stage_menus"]
 
 
 @dataclass
@@ -112,22 +119,47 @@ def _probe(problem, chain, plan, rec):
     return int(a[0]), np.diff(a), inside, extra, sim
 
 
-def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | None = None):
+def sweep_order(J: int) -> list:
+    """The columns ``0..J-1`` in the order :func:`chain_figures` simulates
+    them: both ends, then midpoints (a sweep stopped early still spans the
+    menus)."""
+    if J <= 1:
+        return list(range(J))
+    order, seen = [0, J - 1], {0, J - 1}
+    step = J - 1
+    while len(order) < J:
+        step = max(1, step // 2)
+        for j in range(step, J, step):
+            if j not in seen:
+                seen.add(j)
+                order.append(j)
+    return order
+
+
+def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | None = None, columns=None,
+                  into=None, done: list | None = None):
     """``(base, held, inside, extra)``: arrays ``(S, O)`` per stage and
-    option (``O``: the longest menu; options a stage lacks are ``inf``),
-    from ``O`` simulations (module docstring, step 2); ``None`` when
-    ``limits`` stopped it."""
+    option (``O``: the longest menu; options a stage lacks, or not
+    simulated yet, are ``inf``), from one simulation per column ``j`` of
+    ``columns`` (default all, in :func:`sweep_order`; module docstring,
+    step 2), added to ``into`` (figures of earlier columns) when given;
+    ``None`` when ``limits`` stopped it before any column.  ``done``: a list
+    the simulated columns are appended to."""
     limits = limits or Limits()
     planner = planner or KeepSetPlanner(problem, "segments")
     S = chain.n_stages
     J = max(len(m.options) for m in per_stage)
-    held = np.full((S, J), np.inf)
-    inside = np.full((S, J), np.inf)
-    extra = np.full((S, J), np.inf)
-    base = 0
-    for j in range(J):
+    if into is None:
+        held = np.full((S, J), np.inf)
+        inside = np.full((S, J), np.inf)
+        extra = np.full((S, J), np.inf)
+        base, count = 0, 0
+    else:
+        base, held, inside, extra = into
+        count = 1
+    for j in (sweep_order(J) if columns is None else columns):
         if limits.expired():
-            return None
+            break
         choice = [int(round(j * (len(m.options) - 1) / max(1, J - 1))) for m in per_stage]
         plan, _, rec = planner.plan(_keep(problem.graph, chain, per_stage, choice))
         b, h, ins, ex, _ = _probe(problem, chain, plan, rec)
@@ -137,50 +169,82 @@ def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | N
         held[rows, cols] = np.where(np.isfinite(held[rows, cols]), np.maximum(held[rows, cols], h), h)
         inside[rows, cols] = np.where(np.isfinite(inside[rows, cols]), np.maximum(inside[rows, cols], ins), ins)
         extra[rows, cols] = ex
+        count += 1
+        if done is not None:
+            done.append(j)
+    if not count:
+        return None
     return base, held, inside, extra
 
 
-def chain_dp(held, inside, extra, capacity: float, *, resolution: int = 2048):
+def stage_groups(kind, target: int = 256) -> list:
+    """Ranges ``(first, end)`` of consecutive stages that :func:`chain_dp`
+    treats as one: stages of one run (one ``kind`` >= 0) in chunks of ``m``
+    (``m`` such that the chain has about ``target`` groups), every segment
+    of its own alone.  A chunk takes one option for all its stages, so that
+    each group's held bytes are many prefix buckets wide (thousands of
+    blocks each holding less than a bucket made the bucketed DP drift to its
+    cheapest options: no choice fit at 100k nodes)."""
+    kind = np.asarray(kind)
+    S = kind.size
+    m = max(1, -(-S // max(1, target)))
+    out = []
+    s = 0
+    while s < S:
+        e = s + 1
+        if kind[s] >= 0:
+            while e < S and e - s < m and kind[e] == kind[s]:
+                e += 1
+        out.append((s, e))
+        s = e
+    return out
+
+
+def chain_dp(held, inside, extra, capacity: float, *, resolution: int = 2048, groups: list | None = None):
     """The options (one per stage, in forward order) of least total extra
     time with ``sum_{j<k} held_j + inside_k <= capacity`` for every ``k``
-    (held bytes rounded up to ``capacity / resolution``), or ``None`` when
-    none fits.  ``held``/``inside``/``extra``: ``(S, O)``, ``inf`` where a
-    stage lacks the option."""
+    (checked on exact prefix sums; prefixes bucketed by ``capacity /
+    resolution``: :mod:`.dp`), or ``None`` when none fits.
+    ``held``/``inside``/``extra``: ``(S, O)``, ``inf`` where a stage lacks
+    the option.  ``groups`` (:func:`stage_groups`): stages that take one
+    option together (their figures summed, their rows kept exactly)."""
     if capacity <= 0:
         return None
-    S, n_opt = held.shape
-    H = resolution
-    unit = capacity / H
-    steps = np.where(np.isfinite(held), np.ceil(np.maximum(held, 0) / unit), H + 1).astype(np.int64)
-    f = np.full(H + 1, np.inf)
-    f[0] = 0.0
-    back = np.zeros((S, H + 1), dtype=np.int16)
-    p = np.arange(H + 1)
-    for s in range(S):
-        g = np.full(H + 1, np.inf)
-        for o in range(n_opt):
-            if not np.isfinite(extra[s, o]):
-                continue
-            d = int(steps[s, o])
-            if d > H:
-                continue
-            ok = p * unit + inside[s, o] <= capacity
-            cand = np.where(ok, f, np.inf)[:H + 1 - d] + extra[s, o]
-            better = cand < g[d:]
-            g[d:][better] = cand[better]
-            back[s, d:][better] = o
-        f = g
-        if not np.isfinite(f).any():
+    held = np.asarray(held, dtype=np.float64)
+    inside = np.asarray(inside, dtype=np.float64)
+    extra = np.asarray(extra, dtype=np.float64)
+    if groups is not None and len(groups) < held.shape[0]:
+        hg = np.empty((len(groups), held.shape[1]))
+        ig = np.empty_like(hg)
+        eg = np.empty_like(hg)
+        for i, (a, b) in enumerate(groups):
+            h = np.where(np.isfinite(held[a:b]), np.maximum(held[a:b], 0), 0.0)
+            before = np.cumsum(h, axis=0) - h            # held by the group's earlier stages
+            lacks = ~np.isfinite(held[a:b]).all(axis=0)   # an option some stage of the group lacks
+            hg[i] = np.where(lacks, np.inf, h.sum(axis=0))
+            ig[i] = np.where(lacks, np.inf, (before + inside[a:b]).max(axis=0))
+            eg[i] = np.where(lacks, np.inf, extra[a:b].sum(axis=0))
+        got = chain_dp(hg, ig, eg, capacity, resolution=resolution)
+        if got is None:
             return None
-    end = int(np.argmin(f))
-    if not np.isfinite(f[end]):
-        return None
-    choice = [0] * S
-    for s in range(S - 1, -1, -1):
-        o = int(back[s, end])
-        choice[s] = o
-        end -= int(steps[s, o])
-    return choice
+        return [o for (a, b), o in zip(groups, got, strict=True) for _ in range(b - a)]
+    got = chain_dp_kernel(np.ascontiguousarray(held), np.ascontiguousarray(inside), np.ascontiguousarray(extra),
+                          float(capacity), int(resolution))
+    return None if got.size == 0 else [int(o) for o in got]
+
+
+def quick_keep(chain, tasks, n: int) -> np.ndarray:
+    """The keep set of the least memory the menus can offer, without them:
+    every stage keeps only its ``fixed`` values (a block's values read by
+    the next block; a segment of its own, none), all else is recomputed once
+    (the greedy menus' last option)."""
+    by_key = {t.key: t for t in tasks}
+    keep = np.ones(n, dtype=bool)
+    for s in range(chain.n_stages):
+        k = chain.kind_of(s)
+        t = by_key[("kind", k) if k is not None else ("stage", s)]
+        keep[chain.fwd[s]] = t.fixed
+    return keep
 
 
 def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain | None = None,
@@ -195,32 +259,76 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
         return SegmentResult(None, math.inf, [], {"skipped": "not a training graph (no backward phase after "
                                                              "the forward phase)"})
     stats: dict = {"chain": chain.describe()}
-    if menus is None:
+    planner = KeepSetPlanner(problem, "segments")
+    best = [None, math.inf, None]
+    stats["rounds"] = []
+
+    def offer(plan, value, choice):
+        if plan is not None and value < best[1]:
+            best[:] = [plan, value, choice]
+            if on_incumbent is not None:
+                on_incumbent(plan, "segments")
+
+    # menus and figures do not depend on the budget's use: kept with the problem for a later call
+    memo = problem.__dict__.setdefault("_segments_memo", {}) if menus is None else {}
+    key = (id(chain), chain.n_stages)
+    kept = memo.get(key)
+    fig, done = None, []
+    if kept is not None:
+        menus, fig, done = kept["menus"], kept["fig"], kept["done"]
+        stats["memo"] = {"columns": len(done)}
+        if kept["best"][0] is not None:
+            best[:] = kept["best"]          # the earlier call's plan: this one returns no worse
+    elif menus is None:
+        tasks = menu_tasks(problem, chain)
+        quick = quick_keep(chain, tasks, problem.graph.n)     # a first plan in one simulation
+        plan, _, _ = planner.plan(quick)
+        sim = simulate(problem, plan)
+        stats["quick"] = {"valid": bool(sim.valid), "seconds": now() - t0}
+        if sim.valid:
+            offer(plan, problem.objective.value(sim), None)
         left = limits.left()
-        menus = compute_menus(menu_tasks(problem, chain),
-                              limits=limits.share(0.5 * left) if math.isfinite(left) else limits)
+        menus = compute_menus(tasks, limits=limits.share(0.5 * left) if math.isfinite(left) else limits)
     per_stage = stage_menus(chain, menus)
     stats["menus"] = {"exact": sum(m.exact for m in menus.values()), "total": len(menus),
                       "seconds": now() - t0}
-    planner = KeepSetPlanner(problem, "segments")
-    fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits)
-    if fig is None:
-        return SegmentResult(None, math.inf, [], {**stats, "stopped": "limits"})
-    base, held, inside, extra = fig
-
-    def choose(capacity):
-        choice = chain_dp(held, inside, extra, capacity)
-        return None if choice is None else (_keep(problem.graph, chain, per_stage, choice), choice)
+    groups = stage_groups(chain.kind)
 
     def least():    # the least memory everywhere, once
         choice = [len(m.options) - 1 for m in per_stage]
         return _keep(problem.graph, chain, per_stage, choice), choice
 
-    plan, value, choice, rounds = capacity_rounds(problem, planner, base, choose, least, limits=limits,
-                                                  max_rounds=max_rounds, on_incumbent=on_incumbent,
-                                                  source="segments")
-    best = SegmentResult(plan, value, choice or [], stats)
-    stats["rounds"] = rounds
+    def rounds_on(fig, n_rounds):
+        base, held, inside, extra = fig
+
+        def choose(capacity):
+            choice = chain_dp(held, inside, extra, capacity, groups=groups)
+            return None if choice is None else (_keep(problem.graph, chain, per_stage, choice), choice)
+
+        plan, value, choice, rounds = capacity_rounds(problem, planner, base, choose, least, limits=limits,
+                                                      max_rounds=n_rounds, source="segments")
+        stats["rounds"] += rounds
+        offer(plan, value, choice)
+
+    # a few columns (both ends and the middle of every menu): a plan early; then the rest of the sweep
+    J = max(len(m.options) for m in per_stage)
+    todo = [j for j in sweep_order(J) if j not in done]
+    if fig is None:
+        fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits, columns=todo[:3], done=done)
+        todo = todo[3:]
+        if fig is None:
+            stats["stopped"] = "limits"
+        else:
+            rounds_on(fig, 3)
+            stats["early"] = {"columns": len(done), "seconds": now() - t0, "value": best[1]}
+    if fig is not None and not limits.expired():
+        if todo:      # the rounds keep a third of the time left
+            left = limits.left()
+            fig = chain_figures(problem, chain, per_stage, planner=planner, columns=todo, into=fig, done=done,
+                                limits=limits.share(0.67 * left) if math.isfinite(left) else limits)
+        rounds_on(fig, max_rounds)
+    if fig is not None:
+        memo[key] = {"menus": menus, "fig": fig, "done": done, "best": list(best)}
+    plan, value, choice = best
     stats["seconds"] = now() - t0
-    best.stats = stats
-    return best
+    return SegmentResult(plan, value, choice or [], stats)
