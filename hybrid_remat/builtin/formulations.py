@@ -19,15 +19,18 @@ def hybrid_remat_register_formulations():
 @hookimpl
 def hybrid_remat_register_heuristics():
     from ..exact.lp_rounding import LPRounding
+    from ..bounds.order_search import NoRecomputeOrder
     from ..heuristics.reorder import MemoryOrder, SinksLast
 
-    return [LPRounding(), SinksLast(), MemoryOrder()]
+    return [LPRounding(), SinksLast(), MemoryOrder(), NoRecomputeOrder()]
 
 
 @hookimpl
 def hybrid_remat_register_bounds():
     from ..blocks import BlockBoundSource
     from ..exact.bounds import CutBoundSource
+    from ..bounds.order_search import RecomputeBound
     from ..exact.bounds_multicut import MultiCutBoundSource
+    from ..exact.checkmate.order_bound import FixedOrderBoundSource
 
-    return [CutBoundSource(), BlockBoundSource(), MultiCutBoundSource()]
+    return [CutBoundSource(), BlockBoundSource(), MultiCutBoundSource(), RecomputeBound(), FixedOrderBoundSource()]

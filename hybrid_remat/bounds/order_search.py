@@ -1,0 +1,251 @@
+"""Plans without recomputation in any order, and the bound when there is none.
+
+Many graphs fit the budget with no recomputation at all once the order is
+chosen for memory: on Moccasin's random layered graphs RLG1 and RLG2 at 90
+and 80 % and RLG3 at 90 % of the reference order's peak an order exists
+whose peak fits, so the optimum over every plan is one computation per node
+(TDI 0), although every plan in the reference order recomputes.  This module
+searches the orders for one (:func:`search_orders`), gives it as a plan
+(:class:`NoRecomputeOrder`, a heuristic) and, when the search proves that
+no plan avoids recomputing some node outside a cheap set ``Z``, bounds every
+plan (:class:`RecomputeBound`, scope: every plan).
+
+The search.  States are the *ideals* ``S`` of the graph (sets closed under
+inputs): the nodes whose first computation has happened.  ``live_Z(S)`` is
+the bytes of the nodes of ``S`` outside ``Z`` with a reader outside ``S``.
+From ``S`` a node ``t`` outside ``S`` whose inputs are in ``S`` can be added
+when ``live_Z(S) + bytes(t) + bytes(t's inputs in Z) <= B``.  A depth-first
+search (lowest ``live_Z`` first) with a visited set either reaches the set
+of all nodes (an order), or exhausts the reachable ideals (a proof), or
+stops at its limits (nothing proved).
+
+Validity of the bound.  Take any valid single-device plan ``P`` that
+computes each node outside ``Z`` exactly once.  Order the nodes by first
+computation; the prefix before ``t``'s first computation is an ideal ``S``
+(a node's inputs are computed before it).  At that moment, each ``v`` in
+``S \\ Z`` with a reader ``w`` outside ``S`` is resident: ``w`` (``t`` or a
+later node) needs ``v`` when first computed and ``v``, computed once, was
+computed before; so resident from then until ``w``.  ``t`` and its inputs
+are resident too (the inputs outside ``Z`` are among the former, ``t`` is
+not in ``S``: the three sets are disjoint), and the simulator counts memory
+after the allocation against ``B``.  So ``P``'s first computations are a
+path of the search from the empty set to the full one.  If the search
+exhausts the reachable ideals without the full set, no such ``P`` exists:
+every plan computes some ``v`` outside ``Z`` twice, and its serial time is
+at least ``sum of costs + min_{v not in Z} c_v``.  ``Z`` always holds the
+nodes without readers (their recomputation never helps, and they are never
+in ``live_Z``); the bound takes ``Z = {sinks} + {v: c_v <= c}`` for the
+largest cost threshold ``c`` at which the search is exhausted (the search
+space only grows with ``Z``, so it is a binary search over the costs).
+With ``Z`` the sinks alone a reached full set is a plan: every value kept
+from its computation to its last reader in that order (the simulator
+checks it).
+
+Examples
+--------
+>>> from hybrid_remat.generators import chain
+>>> from hybrid_remat.problem import Problem
+>>> search_orders(Problem.single(chain(4, bytes=1), 2)).status
+'found'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..interfaces import ALL_PLANS, Bound, BoundResult, Heuristic
+from ..limits import Limits, now
+
+__all__ = ["OrderSearch", "search_orders", "no_recompute_plan", "recompute_lower_bound", "NoRecomputeOrder",
+           "RecomputeBound", "MAX_NODES"]
+
+#: graphs above this many nodes are not searched (the states are bit sets of n bits)
+MAX_NODES = 5_000
+#: states the search may visit by default
+MAX_STATES = 2_000_000
+
+
+@dataclass
+class OrderSearch:
+    """``status``: ``"found"`` (``order`` reaches every node), ``"none"``
+    (the reachable ideals are exhausted: no plan computes the nodes outside
+    ``Z`` once each) or ``"stopped"`` (limits; nothing proved)."""
+
+    status: str
+    order: list | None = None
+    states: int = 0
+    seconds: float = 0.0
+
+
+def _single(problem) -> tuple[bool, str]:
+    if not problem.is_single_device:
+        return False, "single device only"
+    if problem.graph.n > MAX_NODES:
+        return False, f"above {MAX_NODES} nodes"
+    return True, ""
+
+
+def search_orders(problem, free=None, *, limits: Limits | None = None, max_states: int = MAX_STATES) -> OrderSearch:
+    """The search of the module docstring with ``Z = free`` (a boolean mask;
+    the sinks are always added).  Honours ``limits`` (deadline, stop flag)
+    and ``max_states``."""
+    limits = limits or Limits()
+    if limits.work is not None:
+        max_states = min(max_states, int(limits.work))
+    t0 = now()
+    g = problem.graph
+    n = g.n
+    B = int(problem.budgets[0])
+    size = [int(b) for b in g.bytes]
+    succs = [g.succs(v).tolist() for v in range(n)]
+    preds = [sorted(set(g.preds(v).tolist())) for v in range(n)]
+    inZ = [not succs[v] for v in range(n)]
+    if free is not None:
+        inZ = [a or bool(b) for a, b in zip(inZ, np.asarray(free, dtype=bool).tolist(), strict=True)]
+    pm = [sum(1 << u for u in preds[v]) for v in range(n)]
+    sm = [sum(1 << w for w in set(succs[v])) for v in range(n)]
+    zin = [sum(size[u] for u in preds[v] if inZ[u]) for v in range(n)]
+    keep = [size[v] if not inZ[v] else 0 for v in range(n)]
+    full = (1 << n) - 1
+    if n == 0:
+        return OrderSearch("found", [], 0, now() - t0)
+    parent = {0: (None, -1)}
+    ready0 = tuple(v for v in range(n) if not preds[v])
+    stack = [(0, 0, ready0)]
+    steps = 0
+    while stack:
+        S, live, ready = stack.pop()
+        cands = []
+        for t in ready:
+            if live + size[t] + zin[t] > B:
+                continue
+            S2 = S | (1 << t)
+            if S2 in parent:
+                continue
+            l2 = live + keep[t]
+            for u in preds[t]:
+                if not inZ[u] and sm[u] & S2 == sm[u]:
+                    l2 -= keep[u]
+            parent[S2] = (S, t)
+            if S2 == full:
+                order = []
+                while S2:
+                    S2, tt = parent[S2]
+                    order.append(tt)
+                return OrderSearch("found", order[::-1], len(parent), now() - t0)
+            r2 = [v for v in ready if v != t] + [w for w in sorted(set(succs[t])) if pm[w] & S2 == pm[w]]
+            cands.append((l2, t, S2, tuple(r2)))
+        cands.sort(key=lambda c: (-c[0], -c[1]))  # the lowest memory is popped first
+        stack.extend((S2, l2, r2) for l2, _, S2, r2 in cands)
+        steps += 1
+        if len(parent) > max_states or (steps % 64 == 0 and limits.expired()):
+            return OrderSearch("stopped", None, len(parent), now() - t0)
+    return OrderSearch("none", None, len(parent), now() - t0)
+
+
+def no_recompute_plan(problem, *, limits: Limits | None = None, name: str = "no_recompute_order"):
+    """A plan computing every node once in an order whose peak fits, or
+    ``None`` (none found within the limits)."""
+    from ..plan import plan_from_order
+
+    ok, _ = _single(problem)
+    if not ok:
+        return None
+    res = search_orders(problem, limits=limits)
+    if res.status != "found":
+        return None
+    return plan_from_order(problem.graph, res.order, problem.primary.name, {"solver": name})
+
+
+def recompute_lower_bound(problem, *, limits: Limits | None = None, max_states: int = MAX_STATES) -> tuple[float, dict]:
+    """``(value, stats)``: ``value`` bounds every plan's serial time (module
+    docstring); ``base cost`` when nothing is proved (or a plan without
+    recomputation exists)."""
+    limits = limits or Limits()
+    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
+    base = float(cost.sum())
+    g = problem.graph
+    sink = np.diff(g.succ_ptr) == 0
+    levels = np.unique(cost[~sink])
+    stats: dict = {"searches": []}
+    if levels.size == 0:
+        return base, {**stats, "note": "every node is a sink"}
+
+    def exhausted(k) -> bool | None:
+        """Search with Z = sinks + costs below ``levels[k]``: True when exhausted."""
+        free = cost < levels[k]
+        r = search_orders(problem, free, limits=limits.share(0.5 * limits.left())
+                          if math.isfinite(limits.left()) else limits, max_states=max_states)
+        stats["searches"].append((float(levels[k]), r.status, r.states, round(r.seconds, 3)))
+        return {"none": True, "found": False}.get(r.status)
+
+    first = exhausted(0)
+    if first is not True:
+        stats["zero_recompute_plan"] = first is False
+        return base, stats
+    lo, hi = 0, levels.size  # exhausted at lo; hi: not known to be exhausted (levels.size: beyond every cost)
+    while hi - lo > 1 and not limits.expired():
+        mid = (lo + hi) // 2
+        r = exhausted(mid)
+        if r is True:
+            lo = mid
+        else:
+            hi = mid
+            if r is None:
+                break
+    stats["threshold"] = float(levels[lo])
+    return base + float(levels[lo]), stats
+
+
+class NoRecomputeOrder(Heuristic):
+    """A plan with no recomputation in an order searched for memory
+    (``no_recompute_order``; module docstring): when one is found it is
+    optimal over every plan (one computation per node).  Single device, up
+    to 5000 nodes; honours its limits."""
+
+    name = "no_recompute_order"
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
+    rank = 4.0
+
+    def applicable(self, problem) -> tuple[bool, str]:
+        return _single(problem)
+
+    def run(self, problem, *, seed: int = 0, limits: Limits | None = None):
+        return no_recompute_plan(problem, limits=limits, name=self.name)
+
+
+class RecomputeBound(Bound):
+    """The bound of the module docstring as a registered bound
+    (``recompute_bound``, scope: every plan; serial time, one device, up to
+    5000 nodes).
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> from hybrid_remat.problem import Problem
+    >>> r = RecomputeBound().bound(Problem.single(chain(6, bytes=1), 3))
+    >>> r.scope, r.value
+    ('all plans', 6.0)
+    """
+
+    name = "recompute_bound"
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
+                              "deterministic"})
+    rank = 6.5
+    bound_scope = ALL_PLANS
+
+    def applicable(self, problem) -> tuple[bool, str]:
+        ok, why = _single(problem)
+        if ok and problem.objective.name != "serial":
+            return False, "serial time only"
+        return ok, why
+
+    def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
+        value, stats = recompute_lower_bound(problem, limits=limits)
+        return BoundResult(value, ALL_PLANS, stats)
+
