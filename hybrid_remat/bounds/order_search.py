@@ -113,8 +113,45 @@ def search_orders(problem, free=None, *, limits: Limits | None = None, max_state
     if n == 0:
         return OrderSearch("found", [], 0, now() - t0)
     parent = {0: (None, -1)}
-    ready0 = tuple(v for v in range(n) if not preds[v])
-    stack = [(0, 0, ready0)]
+
+    def add(S, live, ready, t):
+        """``(S + t, its live bytes, its ready nodes)``."""
+        S2 = S | (1 << t)
+        l2 = live + keep[t]
+        for u in preds[t]:
+            if not inZ[u] and sm[u] & S2 == sm[u]:
+                l2 -= keep[u]
+        return S2, l2, [v for v in ready if v != t] + [w for w in sorted(set(succs[t])) if pm[w] & S2 == pm[w]]
+
+    def close(S, live, ready):
+        """Take every node that fits and frees at least what it keeps (no loss: see the docstring)."""
+        changed = True
+        while changed:
+            changed = False
+            for t in ready:
+                if live + size[t] + zin[t] > B:
+                    continue
+                S2, l2, r2 = add(S, live, ready, t)
+                if l2 <= live:
+                    if S2 not in parent:
+                        parent[S2] = (S, t)
+                    S, live, ready = S2, l2, r2
+                    changed = True
+                    break
+        return S, live, ready
+
+    def path(S2):
+        order = []
+        while S2:
+            S2, tt = parent[S2]
+            order.append(tt)
+        return order[::-1]
+
+    S, live, ready = close(0, 0, [v for v in range(n) if not preds[v]])
+    if S == full:
+        return OrderSearch("found", path(S), len(parent), now() - t0)
+    seen = {S}
+    stack = [(S, live, ready)]
     steps = 0
     while stack:
         S, live, ready = stack.pop()
@@ -122,24 +159,18 @@ def search_orders(problem, free=None, *, limits: Limits | None = None, max_state
         for t in ready:
             if live + size[t] + zin[t] > B:
                 continue
-            S2 = S | (1 << t)
-            if S2 in parent:
+            S2, l2, r2 = add(S, live, ready, t)
+            if S2 not in parent:
+                parent[S2] = (S, t)
+            S3, l3, r3 = close(S2, l2, r2)
+            if S3 == full:
+                return OrderSearch("found", path(S3), len(parent), now() - t0)
+            if S3 in seen:
                 continue
-            l2 = live + keep[t]
-            for u in preds[t]:
-                if not inZ[u] and sm[u] & S2 == sm[u]:
-                    l2 -= keep[u]
-            parent[S2] = (S, t)
-            if S2 == full:
-                order = []
-                while S2:
-                    S2, tt = parent[S2]
-                    order.append(tt)
-                return OrderSearch("found", order[::-1], len(parent), now() - t0)
-            r2 = [v for v in ready if v != t] + [w for w in sorted(set(succs[t])) if pm[w] & S2 == pm[w]]
-            cands.append((l2, t, S2, tuple(r2)))
+            seen.add(S3)
+            cands.append((l3, t, S3, r3))
         cands.sort(key=lambda c: (-c[0], -c[1]))  # the lowest memory is popped first
-        stack.extend((S2, l2, r2) for l2, _, S2, r2 in cands)
+        stack.extend((S3, l3, r3) for l3, _, S3, r3 in cands)
         steps += 1
         if len(parent) > max_states or (steps % 64 == 0 and limits.expired()):
             return OrderSearch("stopped", None, len(parent), now() - t0)
