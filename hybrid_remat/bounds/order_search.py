@@ -19,6 +19,18 @@ search (lowest ``live_Z`` first) with a visited set either reaches the set
 of all nodes (an order), or exhausts the reachable ideals (a proof), or
 stops at its limits (nothing proved).
 
+Greedy moves lose nothing.  When a node ``t`` that can be added to ``S``
+keeps no more than it frees (``live_Z(S + t) <= live_Z(S)``), the search
+adds it at once without branching.  If a path of the search leads from
+``S`` to the full set, ``t`` is added on it at some later ideal ``S_j``;
+moving ``t`` to the front replaces each ideal ``S_i`` before that point by
+``S_i + t``.  ``t``'s change of ``live_Z`` is ``keep(t)`` minus the bytes of
+its inputs (outside ``Z``) whose readers are all in the set, which can only
+shrink as the set grows, so ``live_Z(S_i + t) <= live_Z(S_i)``: every step
+of the moved path fits when the original one did (the step adding ``t``
+fits at ``S`` by assumption), and from ``S_j + t`` on the paths agree.  So
+the full set is reachable from ``S + t`` whenever it is from ``S``.
+
 Validity of the bound.  Take any valid single-device plan ``P`` that
 computes each node outside ``Z`` exactly once.  Order the nodes by first
 computation; the prefix before ``t``'s first computation is an ideal ``S``
