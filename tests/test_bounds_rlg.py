@@ -80,3 +80,13 @@ def test_rlg1_fits_without_recomputation_in_another_order():
         plan = no_recompute_plan(p, limits=Limits(work=10**6))
         sim = simulate(p, plan)
         assert sim.valid and sim.total_time == pytest.approx(float(np.sum(p.cost_matrix[0])))
+
+
+def test_searched_orders_give_valid_plans_or_none():
+    from hybrid_remat.bounds.order_search import SearchedOrder
+
+    for p in tiny_problems(15, seed=4, nmax=7):
+        plan = SearchedOrder().run(p, limits=Limits(work=10**5))
+        if plan is not None:
+            sim = simulate(p, plan)
+            assert sim.valid and sim.total_time >= brute_force(p)[0] * (1 - 1e-12)

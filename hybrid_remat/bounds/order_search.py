@@ -72,7 +72,7 @@ from ..interfaces import ALL_PLANS, Bound, BoundResult, Heuristic
 from ..limits import Limits, now
 
 __all__ = ["OrderSearch", "search_orders", "no_recompute_plan", "recompute_lower_bound", "NoRecomputeOrder",
-           "RecomputeBound", "MAX_NODES"]
+           "RecomputeBound", "SearchedOrder", "searched_orders", "MAX_NODES"]
 
 #: graphs above this many nodes are not searched (the states are bit sets of n bits)
 MAX_NODES = 5_000
@@ -100,17 +100,18 @@ def _single(problem) -> tuple[bool, str]:
     return True, ""
 
 
-def search_orders(problem, free=None, *, limits: Limits | None = None, max_states: int = MAX_STATES) -> OrderSearch:
+def search_orders(problem, free=None, *, limits: Limits | None = None, max_states: int = MAX_STATES,
+                  budget: int | None = None) -> OrderSearch:
     """The search of the module docstring with ``Z = free`` (a boolean mask;
-    the sinks are always added).  Honours ``limits`` (deadline, stop flag)
-    and ``max_states``."""
+    the sinks are always added) against ``budget`` (default: the problem's).
+    Honours ``limits`` (deadline, stop flag) and ``max_states``."""
     limits = limits or Limits()
     if limits.work is not None:
         max_states = min(max_states, int(limits.work))
     t0 = now()
     g = problem.graph
     n = g.n
-    B = int(problem.budgets[0])
+    B = int(problem.budgets[0]) if budget is None else int(budget)
     size = [int(b) for b in g.bytes]
     succs = [g.succs(v).tolist() for v in range(n)]
     preds = [sorted(set(g.preds(v).tolist())) for v in range(n)]
@@ -292,3 +293,66 @@ class RecomputeBound(Bound):
         value, stats = recompute_lower_bound(problem, limits=limits)
         return BoundResult(value, ALL_PLANS, stats)
 
+
+
+#: budgets (1 + eps) x B of the orders :class:`SearchedOrder` looks for
+SLACKS = (0.02, 0.04, 0.06, 0.1, 0.15, 0.25)
+
+
+def searched_orders(problem, *, limits: Limits | None = None) -> list:
+    """Orders of low peak: for each slack of :data:`SLACKS`, the order the
+    search finds against ``(1 + slack) x`` the budget (each search with a
+    share of the time; distinct orders only, lowest slack first)."""
+    limits = limits or Limits()
+    B = int(problem.budgets[0])
+    out: list = []
+    for k, eps in enumerate(SLACKS):
+        if limits.expired():
+            break
+        left = limits.left()
+        lim = limits.share(left / (len(SLACKS) - k)) if math.isfinite(left) else limits
+        r = search_orders(problem, limits=lim, budget=int(B * (1.0 + eps)), max_states=200_000)
+        if r.status == "found" and r.order != list(range(problem.graph.n)):
+            order = np.asarray(r.order, dtype=np.int64)
+            if not any(np.array_equal(order, o) for o in out):
+                out.append(order)
+            if len(out) >= 2:
+                break
+    return out
+
+
+class SearchedOrder(Heuristic):
+    """Fast heuristics (``sinks_last``'s inner ones) in orders of low peak
+    found by the search of the module docstring against a budget a few per
+    cent above the problem's (``searched_order``): the order leaves little
+    to recompute.  Measured on RLG3 @80 %: 1.32 TDI % (the reference order's
+    best: 3.1); RLG4 @90 %: 0.28 (0.43).  Single device, up to 5000 nodes;
+    honours its limits (the searches take 40 % of the time)."""
+
+    name = "searched_order"
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
+    rank = 4.5
+
+    def applicable(self, problem) -> tuple[bool, str]:
+        return _single(problem)
+
+    def run(self, problem, *, seed: int = 0, limits: Limits | None = None):
+        from ..heuristics.reorder import SinksLast
+
+        limits = limits or Limits()
+        if not _single(problem)[0]:
+            return None
+        left = limits.left()
+        orders = searched_orders(problem, limits=limits.share(0.4 * left) if math.isfinite(left) else limits)
+        if not orders:
+            return None
+
+        class _Given(SinksLast):
+            def orders(self, graph):
+                return orders
+
+        plan = _Given().run(problem, seed=seed, limits=limits)
+        if plan is not None:
+            plan.meta.update(solver=self.name)
+        return plan

@@ -19,10 +19,10 @@ def hybrid_remat_register_formulations():
 @hookimpl
 def hybrid_remat_register_heuristics():
     from ..exact.lp_rounding import LPRounding
-    from ..bounds.order_search import NoRecomputeOrder
+    from ..bounds.order_search import NoRecomputeOrder, SearchedOrder
     from ..heuristics.reorder import MemoryOrder, SinksLast
 
-    return [LPRounding(), SinksLast(), MemoryOrder(), NoRecomputeOrder()]
+    return [LPRounding(), SinksLast(), MemoryOrder(), NoRecomputeOrder(), SearchedOrder()]
 
 
 @hookimpl
