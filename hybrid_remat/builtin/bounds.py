@@ -1,6 +1,8 @@
 """Built-in bounds over every plan: the cut bound, the block bound, the
-multicut bound, the state-search bound, the placed chain-of-cuts bound
-(:mod:`hybrid_remat.bounds`, :mod:`hybrid_remat.blocks.bound`)
+multicut bound, the state-search bound, the placed chain-of-cuts bound, the
+recomputation bound of the order search (:mod:`hybrid_remat.bounds`,
+:mod:`hybrid_remat.blocks.bound`), the fixed-order class bound
+(:mod:`hybrid_remat.exact.checkmate.order_bound`, scope ``staged``)
 and ``feasibility`` (``+inf`` when no plan fits the budget), registered
 through the plugin hook."""
 
@@ -13,8 +15,10 @@ def hybrid_remat_register_bounds():
     from ..bounds.cut import CutBoundSource
     from ..bounds.feasibility import FeasibilityBound
     from ..bounds.multicut import MultiCutBoundSource
+    from ..bounds.order_search import RecomputeBound
     from ..bounds.placed_cuts import PlacedCutsBound
     from ..bounds.state_search import StateSearchBound
+    from ..exact.checkmate.order_bound import FixedOrderBoundSource
 
     return [CutBoundSource(), BlockBoundSource(), MultiCutBoundSource(), FeasibilityBound(),
-            StateSearchBound(), PlacedCutsBound()]
+            StateSearchBound(), PlacedCutsBound(), RecomputeBound(), FixedOrderBoundSource()]
