@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from ..errors import HybridRematError
 from ..interfaces import accepts, objectives_of
-from ..plan import Plan
+from ..plan import Plan, rs_from_plan
 from ..simulate import simulate
 from .instances import Instance, standard_instances
 
@@ -99,6 +99,18 @@ def check_plan(obj, inst: Instance, plan, what: str):
         raise AssertionError(f"{who(obj)} on {inst.name}: {what} cannot be simulated: {e}") from None
     assert r.valid, f"{who(obj)} on {inst.name}: {what} is invalid: {r.error}"
     return r
+
+
+def in_staged_scope(inst: Instance) -> bool:
+    """The witness is a staged plan (first computations in the reference
+    order, one device): inside the model of every staged formulation."""
+    if not inst.problem.is_single_device:
+        return False
+    try:
+        rs_from_plan(inst.problem.graph, inst.witness)
+    except HybridRematError:
+        return False
+    return True
 
 
 def known_value(inst: Instance) -> float:

@@ -37,9 +37,9 @@ from .. import generators
 from ..errors import HybridRematError
 from ..interfaces import FormulationResult
 from ..limits import Limits
-from ..plan import keep_all_plan, rs_from_plan
+from ..plan import keep_all_plan
 from ..simulate import simulate
-from ._base import FORMULATION_STATUSES, TOL, Runs, call, check_plan, close, select, who
+from ._base import FORMULATION_STATUSES, TOL, Runs, call, check_plan, close, in_staged_scope, select, who
 from .instances import Instance
 
 __all__ = ["check_formulation_results", "check_formulation_keeps_a_fitting_incumbent",
@@ -50,22 +50,10 @@ _SECONDS = 20.0     # per solve (a backstop; the battery's instances are tiny)
 _NODES = 2000       # per solve: keeps the checks fast and deterministic
 
 
-def _in_staged_scope(inst: Instance) -> bool:
-    """The witness is a staged plan (first computations in the reference
-    order, one device): inside the model of every staged formulation."""
-    if not inst.problem.is_single_device:
-        return False
-    try:
-        rs_from_plan(inst.problem.graph, inst.witness)
-    except HybridRematError:
-        return False
-    return True
-
-
 def _known(formulation, inst: Instance) -> float:
     """The value no bound of ``formulation`` may exceed on ``inst`` (``inf``:
     the witness lies outside the class its bounds cover)."""
-    if "scoped_bound" in set(getattr(formulation, "capabilities", ())) and not _in_staged_scope(inst):
+    if "scoped_bound" in set(getattr(formulation, "capabilities", ())) and not in_staged_scope(inst):
         return math.inf
     return simulate(inst.problem, inst.witness).total_time
 

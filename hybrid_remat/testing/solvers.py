@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from ..interfaces import ALL_PLANS, BoundResult
 from ..limits import Limits
-from ._base import Runs, call, check_plan, known_value, select, who
+from ._base import Runs, call, check_plan, in_staged_scope, known_value, select, who
 from .instances import Instance
 
 __all__ = [
@@ -147,11 +147,16 @@ def _bound_runs(bound, instances, runs) -> list:
 def check_bound_below_valid_plans(bound, *, instances: Sequence[Instance] | None = None,
                                   runs: Runs | None = None) -> dict:
     """``bound`` returns a :class:`~hybrid_remat.interfaces.BoundResult`
-    (or ``None``) no greater than the witness plan's value."""
+    (or ``None``) no greater than the witness plan's value, where the witness
+    lies in the class the bound covers: every plan (scope ``all plans``) or,
+    for a ``staged`` class bound, a witness whose first computations follow
+    the reference order; other scopes are not compared."""
     found = {}
     for inst, res in _bound_runs(bound, instances, runs):
         found[inst.name] = None if res is None else res.value
-        if res is not None:
+        in_class = res is not None and (res.scope == ALL_PLANS
+                                        or (res.scope == "staged" and in_staged_scope(inst)))
+        if in_class:
             known = known_value(inst)
             assert res.value <= known * (1 + 1e-9), (
                 f"{who(bound)}: bound {res.value} above the witness {known} on {inst.name}")
