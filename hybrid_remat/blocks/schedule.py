@@ -8,6 +8,7 @@ segment chain's repair loop around it.
 Examples
 --------
 >>> import networkx as nx
+>>> import numpy as np
 >>> from hybrid_remat.generators import training_graph
 >>> from hybrid_remat.problem import Problem
 >>> from hybrid_remat.simulate import simulate
@@ -22,8 +23,6 @@ True
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 from ..core.keepset import KeepSetPlanner, keep_sequence, keep_sequence_kernel
 from ..core.sequence import minimal_plan

@@ -36,7 +36,6 @@ Examples
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import OrderedDict
 
@@ -44,23 +43,13 @@ import numpy as np
 
 from ..problem import Device, Problem
 from .lift import gpu_only_problem, lift_plan
-from .plans import OP_COMPUTE, OP_COPY, Plan
+from .plans import OP_COMPUTE, OP_COPY, Plan, plan_key
 from .reduction import ALL_PLANS, Reduction
 
-__all__ = ["OneDevice", "MergedDevices", "Paging", "paging_problem", "plan_key", "MEMO_SIZE"]
+__all__ = ["OneDevice", "MergedDevices", "Paging", "paging_problem", "MEMO_SIZE"]
 
 #: lifted plans a one-device reduction remembers (to map them back for the improvers)
 MEMO_SIZE = 64
-
-
-def plan_key(plan) -> bytes:
-    """A digest of a plan's steps and device names (equal plans, equal keys;
-    linear time, unlike comparing the steps)."""
-    h = hashlib.blake2b(digest_size=16)
-    for a in (plan.op, plan.node, plan.device, plan.target):
-        h.update(np.ascontiguousarray(a).tobytes())
-    h.update("\0".join(plan.devices).encode())
-    return h.digest()
 
 
 class OneDevice(Reduction):
