@@ -69,6 +69,7 @@ def test_a_one_device_bound_does_not_bound_two_devices():
                       improvers=[], formulations=[], warm=False)
     assert r.lower_bound <= two + 1e-9
     assert r.stats["reductions"]["gpu only"]["lower_bound"] > r.lower_bound
+    assert r.stats["reductions"]["gpu only"]["carried"]["scope"] == "gpu only"  # carry names the class it bounds
 
 
 def test_makespan_carries_the_merged_bound_over_the_compute_devices():

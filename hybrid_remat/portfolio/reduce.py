@@ -181,13 +181,15 @@ class SubPortfolio:
                                          r.seconds, r.note, r.worker))
         for name, st in ledger.stats.get("formulations", {}).items():
             sink.add_stats(self.reduction.prefix + name, st)
+        carried = self.reduction.carry(ledger.bound, ledger.status())  # what the sub-run proves about the problem
         facts = {"status": ledger.status(), "objective": ledger.value, "lower_bound": ledger.bound,
                  "bound_source": ledger.bound_source, "solver": ledger.source, "seconds": now() - t0,
-                 "lifted": lifter.best, "lifted_source": lifter.best_source}
+                 "lifted": lifter.best, "lifted_source": lifter.best_source,
+                 "carried": {"lower_bound": carried.bound, "scope": carried.scope, "status": carried.status}}
         if callable(getattr(sink, "add_reduction", None)):
             sink.add_reduction(self.name, facts)
         if not self.reduction.maps_plans:
-            value = self.reduction.carry(ledger.bound, ledger.status()).bound
+            value = carried.bound
             status, note = "bound", f"bound {ledger.bound:.6g} of the {self.reduction.name}"
         else:
             value = lifter.best
