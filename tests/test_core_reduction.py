@@ -167,3 +167,26 @@ def test_one_keep_set_class_with_a_rule(seed):
         assert a[0] == b[0] == c[0] and a[1] == b[1] == c[1]
         assert np.array_equal(a[2], b[2]) and simulate(p, a[0], check_budget=False).valid
         assert a[0].meta["solver"] == "blocks"
+
+
+def test_the_torch_planner_uses_the_keep_set_class():
+    """The eager planner's plans are the keep-set class's with the runtime's
+    executable order as the rule: the minimal-memory plan of that order."""
+    torch = pytest.importorskip("torch")
+    import hybrid_remat.torch as hrt
+    from hybrid_remat.plan import plan_from_order
+    from hybrid_remat.torch._planner import _Evaluator, _problem
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16), torch.nn.Tanh(),
+                                torch.nn.Linear(16, 4))
+    g = hrt.trace(model, torch.randn(4, 8), hrt.default_loss, repeats=1)
+    n_fwd = g.meta["torch"]["n_forward"]
+    ev = _Evaluator(_problem(g, 10**12, None))
+    assert isinstance(ev.planner, KeepSetPlanner)
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        keep = rng.random(n_fwd) < 0.5
+        plan = hrt.executable_plan(g, keep, ev.device)
+        assert plan == plan_from_order(g, hrt.executable_order(g, keep), ev.device) == ev(keep, "x").plan
+        assert plan.meta["solver"] == "torch_keep_set"
