@@ -15,7 +15,7 @@ from hybrid_remat.budgets import min_feasible_budget
 from hybrid_remat.generators import chain, random_dag, training_graph
 from hybrid_remat.hetero.heft import HeftScheduler
 from hybrid_remat.heuristics.dtr import DTR
-from hybrid_remat.interfaces import Formulation, FormulationResult, Improver
+from hybrid_remat.interfaces import ALL_PLANS, Formulation, FormulationResult, Improver
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.plan import Plan
 from hybrid_remat.portfolio import MergedDevices, OneDevice, SubPortfolio, ThroughReduction, reductions_for
@@ -62,15 +62,21 @@ def test_a_one_device_bound_does_not_bound_two_devices():
     two, _ = brute_force(p)
     gpu, _ = brute_force(OneDevice("gpu").apply(p))
     assert gpu > two  # so the GPU sub-run's bounds are never offered
+    red = OneDevice("gpu")
+    red.apply(p)
+    assert red.carry(gpu, "optimal") == (gpu, "feasible", "gpu only", "optimal")  # named as the class they bound
     r = anytime_solve(p, 600, workers=1, heuristics=["dtr_eq", "split", "keep_all"], bounds=["cut_bound"],
                       improvers=[], formulations=[], warm=False)
     assert r.lower_bound <= two + 1e-9
     assert r.stats["reductions"]["gpu only"]["lower_bound"] > r.lower_bound
+    assert r.stats["reductions"]["gpu only"]["carried"]["scope"] == "gpu only"  # carry names the class it bounds
 
 
 def test_makespan_carries_the_merged_bound_over_the_compute_devices():
     p = tiny_training(2).with_objective("makespan")
-    assert MergedDevices.carry(p, 12.0) == 6.0 and MergedDevices.carry(p, math.inf) == math.inf
+    m = MergedDevices()
+    m.apply(p)
+    assert m.carry(12.0).bound == 6.0 and m.carry(math.inf).bound == math.inf and m.carry(12.0).scope == ALL_PLANS
     r = anytime_solve(p, 600, workers=1, heuristics=["hetero_heft", "hetero_heft_offload"], bounds=["cut_bound"],
                       improvers=[], formulations=[], warm=False)
     for h in (HeftScheduler(), HeftScheduler("makespan")):
@@ -86,15 +92,17 @@ def test_one_device_invert_and_forward():
     assert sub.is_single_device and sub.primary.name == "gpu" and sub.objective.name == "serial"
     _, plan = brute_force(sub)
     assert simulate(sub, plan).valid and simulate(sub, plan).n_recompute > 0
-    out = dict(red.invert(p, plan))
+    out = dict(red.inverts(plan))
     assert set(out) == {"", "+offload"}
     raw, lifted = simulate(p, out[""]), simulate(p, out["+offload"])
     assert raw.valid and lifted.valid and lifted.total_time < raw.total_time == simulate(sub, plan).total_time
-    assert red.forward(p, out["+offload"]) == out[""]  # a lifted plan maps back to its one-device plan
-    assert red.forward(p, out[""]) == out[""]
-    assert red.forward(p, HeftScheduler().run(p)) is None or simulate(sub, red.forward(p, HeftScheduler().run(p))).valid
+    assert red.forward(out["+offload"]) == out[""]  # a lifted plan maps back to its one-device plan
+    assert red.forward(out[""]) == out[""]
+    assert red.forward(HeftScheduler().run(p)) is None or simulate(sub, red.forward(HeftScheduler().run(p))).valid
     mixed = Plan.from_steps([("compute", 0, "cpu"), ("copy", 0, "cpu", "gpu"), ("compute", 1, "gpu")], ["gpu", "cpu"])
-    assert red.forward(p, mixed) is None and OneDevice("cpu").forward(p, mixed) is None
+    cpu = OneDevice("cpu")
+    cpu.apply(p)
+    assert red.forward(mixed) is None and cpu.forward(mixed) is None
 
 
 def test_routing_of_components():

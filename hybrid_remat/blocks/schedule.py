@@ -1,21 +1,14 @@
-"""Plans of the *keep-or-recompute-once* class: a forward pass that keeps a
-chosen set of values for the backward pass, which recomputes every other
-value it needs once, just in time.
-
-The class (used by the block solver, :mod:`hybrid_remat.blocks.solver`):
-every node is first computed in the reference order (forward phase, then
-backward phase).  A forward value in ``keep`` stays resident from its
-computation to its last use; any other forward value is freed after its last
-forward use and, if a backward node needs it, recomputed right before the
-first such node (its missing inputs first, recursively) and then kept to its
-last use.  So each value is computed at most twice and the plan is fixed by
-``keep``: its cost is the base cost plus the recomputed nodes' costs, its
-memory what the simulator counts for the minimal-memory plan of the compute
-sequence.
+"""Plans of the *keep-or-recompute-once* class for the chain solvers: the
+class itself (the keep set -> compute sequence rule and
+:class:`~hybrid_remat.core.keepset.KeepSetPlanner`, shared with the eager
+PyTorch planner) lives in :mod:`hybrid_remat.core.keepset` and is
+re-exported here; :func:`capacity_rounds` is the block solver's and the
+segment chain's repair loop around it.
 
 Examples
 --------
 >>> import networkx as nx
+>>> import numpy as np
 >>> from hybrid_remat.generators import training_graph
 >>> from hybrid_remat.problem import Problem
 >>> from hybrid_remat.simulate import simulate
@@ -31,94 +24,14 @@ True
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
-
+from ..core.keepset import KeepSetPlanner, keep_sequence, keep_sequence_kernel
 from ..core.sequence import minimal_plan
 
 __all__ = ["keep_sequence", "sequence_plan", "keep_sequence_kernel", "KeepSetPlanner", "capacity_rounds"]
 
 
-@njit(cache=True)
-def keep_sequence_kernel(order, is_fwd, keep, pred_ptr, pred_idx):
-    """The compute sequence of ``keep`` (see the module docstring).
-
-    ``order``: every node once, forward nodes first (a topological order);
-    ``is_fwd``/``keep``: bool per node.  Returns ``(seq, recomputed)`` where
-    ``recomputed`` marks the nodes computed twice."""
-    n = pred_ptr.shape[0] - 1
-    state = np.zeros(n, dtype=np.int8)      # 0 not yet, 1 available, 2 computed and dropped
-    seq = np.empty(2 * n, dtype=np.int64)
-    rec = np.zeros(n, dtype=np.bool_)
-    stack = np.empty(2 * n + 2, dtype=np.int64)
-    k = 0
-    for i in range(order.shape[0]):
-        b = order[i]
-        if is_fwd[b]:
-            seq[k] = b
-            k += 1
-            state[b] = 1 if keep[b] else 2
-            continue
-        # backward node: make its inputs available (depth-first, inputs before their consumer)
-        top = 0
-        stack[top] = b
-        top += 1
-        while top > 0:
-            v = stack[top - 1]
-            pushed = False
-            for j in range(pred_ptr[v], pred_ptr[v + 1]):
-                u = pred_idx[j]
-                if state[u] == 2:
-                    stack[top] = u
-                    top += 1
-                    pushed = True
-                    break
-            if pushed:
-                continue
-            top -= 1
-            seq[k] = v
-            k += 1
-            if v != b:
-                rec[v] = True
-            state[v] = 1
-    return seq[:k].copy(), rec
-
-
-def keep_sequence(graph, keep, order=None) -> np.ndarray:
-    """The compute sequence of the plan that keeps ``keep`` (bool per node;
-    only forward nodes matter); ``order``: default the node order."""
-    is_fwd = np.asarray(graph.phase == 0)
-    if order is None:
-        order = np.concatenate([np.flatnonzero(is_fwd), np.flatnonzero(~is_fwd)])
-    seq, _ = keep_sequence_kernel(np.asarray(order, dtype=np.int64), is_fwd, np.asarray(keep, dtype=np.bool_),
-                                  graph.pred_ptr, graph.pred_idx)
-    return seq
-
-
 #: the minimal-memory plan of a compute sequence (one kernel for the whole library: core/sequence.py)
 sequence_plan = minimal_plan
-
-
-class KeepSetPlanner:
-    """Plans of keep sets on one problem (the class of this module): the
-    reference order (forward phase, then backward) is computed once;
-    :meth:`plan` turns a keep set into ``(plan, peak, recomputed)``.  Used by
-    the block solver and the segment chain; ``solver`` names the plans'
-    source in their ``meta``."""
-
-    def __init__(self, problem, solver: str):
-        g = problem.graph
-        self.problem = problem
-        self.solver = solver
-        self.is_fwd = np.asarray(g.phase == 0)
-        self.order = np.concatenate([np.flatnonzero(self.is_fwd), np.flatnonzero(~self.is_fwd)]).astype(np.int64)
-
-    def plan(self, keep):
-        """``(plan, peak, recomputed)`` of the plan that keeps ``keep``."""
-        g = self.problem.graph
-        seq, rec = keep_sequence_kernel(self.order, self.is_fwd, keep, g.pred_ptr, g.pred_idx)
-        plan, peak = sequence_plan(g, seq, self.problem.primary.name, {"solver": self.solver})
-        return plan, peak, rec
 
 
 def capacity_rounds(problem, planner: KeepSetPlanner, base: int, choose, least, *, limits, max_rounds: int,

@@ -15,6 +15,7 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from ..errors import PlanError
 
-__all__ = ["OP_COMPUTE", "OP_FREE", "OP_COPY", "OP_NAMES", "Step", "Plan"]
+__all__ = ["OP_COMPUTE", "OP_FREE", "OP_COPY", "OP_NAMES", "Step", "Plan", "plan_key"]
 
 OP_COMPUTE = 0
 OP_FREE = 1
@@ -131,3 +132,13 @@ class Plan:
 
 
 # ---------------------------------------------------------------- builders
+
+
+def plan_key(plan) -> bytes:
+    """A digest of a plan's steps and device names (equal plans, equal keys;
+    linear time, unlike comparing the steps)."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in (plan.op, plan.node, plan.device, plan.target):
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update("\0".join(plan.devices).encode())
+    return h.digest()

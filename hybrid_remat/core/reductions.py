@@ -13,10 +13,12 @@ and renumbers them ``0, 1, ...``.  Two uses, one mechanism:
   them (inputs from outside the set are free), e.g. one block of a layered
   graph or one part of a partition bound.
 
-``reduction.apply(problem)`` gives the new problem, ``reduction.invert(plan)``
-maps one of its plans back to the original numbering, and
-``reduction.forward(plan)`` maps an original plan (on the kept nodes) to the
-new numbering.  :func:`solve_reduced` chains them.  The orders used with
+A :class:`NodeMap` is a :class:`~hybrid_remat.core.reduction.Reduction`:
+``apply(problem)`` gives the new problem, ``invert(plan)`` maps one of its
+plans back to the original numbering, ``forward(plan)`` maps an original
+plan (on the kept nodes) to the new numbering, and ``carry`` keeps a bound
+over every plan for a relabelling and names the class ``"induced on k of n
+nodes"`` for a sub-problem.  :func:`solve_reduced` chains reductions.  The orders used with
 relabelling live here too: :func:`first_compute_order`,
 :func:`memory_greedy_order`; :class:`InOrder` relabels a problem along a
 plan's own order (the staged models use it to represent their incumbent).
@@ -46,6 +48,7 @@ from ..errors import PlanError
 from ..graph import Graph
 from ..problem import Problem
 from .plans import Plan
+from .reduction import ALL_PLANS, Reduction
 from .staged import first_compute_order
 
 __all__ = [
@@ -54,8 +57,9 @@ __all__ = [
 ]
 
 
-class NodeMap:
-    """Keep ``nodes`` (in this order) and number them ``0..k-1``.
+class NodeMap(Reduction):
+    """Keep ``nodes`` (in this order) and number them ``0..k-1`` (a
+    :class:`~hybrid_remat.core.reduction.Reduction`).
 
     Parameters
     ----------
@@ -70,7 +74,10 @@ class NodeMap:
         ``old_of_new[k]`` is the original index of new node ``k``.
     """
 
+    name = "node map"
+
     def __init__(self, nodes):
+        super().__init__()
         self.old_of_new = np.asarray(nodes, dtype=np.int64).reshape(-1)
 
     def new_of_old(self, n: int) -> np.ndarray:
@@ -111,6 +118,7 @@ class NodeMap:
 
     def apply(self, problem: Problem) -> Problem:
         """The problem on the kept nodes (same devices, links, objective)."""
+        self.original = problem
         if self.is_identity(problem.graph.n):
             return problem
         return Problem(self.graph(problem.graph), problem.devices, problem.links, check=False,
@@ -122,18 +130,28 @@ class NodeMap:
             return None
         return Plan(plan.op, self.old_of_new[plan.node], plan.device, plan.target, plan.devices, dict(plan.meta))
 
-    def forward(self, plan: Plan, n: int) -> Plan:
-        """An original plan (``n`` nodes) in the reduced numbering.
+    def forward(self, plan: Plan, n: int | None = None) -> Plan:
+        """An original plan (``n`` nodes; default: the original problem's) in
+        the reduced numbering.
 
         Raises
         ------
         PlanError
             The plan touches a node that is not kept.
         """
+        if n is None:
+            n = self._original().graph.n
         new = self.new_of_old(n)[plan.node]
         if (new < 0).any():
             raise PlanError(f"the plan uses node {int(plan.node[new < 0][0])}, which the reduction drops")
         return Plan(plan.op, new, plan.device, plan.target, plan.devices, dict(plan.meta))
+
+    def scope_of(self) -> str:
+        """:data:`~hybrid_remat.core.reduction.ALL_PLANS` when every node is
+        kept (a relabelling: the same plans), else the induced class."""
+        n = self._original().graph.n
+        k = self.old_of_new.shape[0]
+        return ALL_PLANS if k == n else f"induced on {k} of {n} nodes"
 
 
 def relabel(problem: Problem, order) -> tuple[Problem, np.ndarray]:

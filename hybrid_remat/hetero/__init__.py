@@ -4,7 +4,7 @@
 * :mod:`~hybrid_remat.hetero.heft_kernel` its Numba kernel (work budget, near-linear)
 * :mod:`~hybrid_remat.hetero.heft_state` the kernel's records (graph, devices, variant, state)
 * :mod:`~hybrid_remat.hetero.insertion` HEFT's insertion as the improver ``insertion`` (makespan)
-* :mod:`~hybrid_remat.hetero.lift`    single-device plans lifted with host offload
+* :mod:`~hybrid_remat.hetero.lift`    single-device plans lifted with host offload (re-exports :mod:`hybrid_remat.core.lift`)
 * :mod:`~hybrid_remat.hetero.xengine` XEngine's staged MILP with transfer variables (SCIP), at every size
 * :mod:`~hybrid_remat.hetero.xengine_model` building that model, whole or as a window of a plan
 * :mod:`~hybrid_remat.hetero.makespan` the same model with the simulator's timing: exact makespan (SCIP)

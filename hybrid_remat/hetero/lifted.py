@@ -1,10 +1,13 @@
 """The lifted single-device heuristic: the best plans of the one-device
 portfolio on the GPU alone, lifted with host offload
-(:func:`~hybrid_remat.hetero.lift.lift_plan`).
+(:func:`~hybrid_remat.core.lift.lift_plan`), through the one-device
+reduction (:class:`~hybrid_remat.core.devices.OneDevice`: ``apply`` ->
+solve -> ``inverts``).
 
 It runs the portfolio (:func:`~hybrid_remat.portfolio.run_portfolio`), so
-it lives above it; :mod:`hybrid_remat.hetero.lift` (the lifting itself,
-which the portfolio's reductions use) stays below.
+it lives above it; the reduction and the lifting itself
+(:mod:`hybrid_remat.core.devices`, :mod:`hybrid_remat.core.lift`, which the
+portfolio's reductions use) stay below.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from ..core.devices import OneDevice
 from ..errors import HybridRematError
 from ..interfaces import Heuristic
 from ..limits import NO_LIMITS, Limits
@@ -73,8 +77,6 @@ class LiftedSingleDevice(Heuristic):
         """Nothing of its own to compile: its heuristics are warmed with the rest."""
 
     def run(self, problem: Problem, *, seed: int = 0, limits: Limits | None = None):
-        from ..portfolio.reduce import OneDevice
-
         limits = limits or NO_LIMITS
         if problem.is_single_device:
             return None
@@ -88,7 +90,7 @@ class LiftedSingleDevice(Heuristic):
         for name, plan, _ in single_device_portfolio(sub, exclude=(self.name,), seed=seed, limits=inner)[: self.top]:
             if limits.expired() and best is not None:
                 break
-            for _, lifted in red.invert(problem, plan, ("serial", "all")):
+            for _, lifted in red.inverts(plan, ("serial", "all")):
                 r = simulate(problem, lifted)
                 if not r.valid:
                     continue

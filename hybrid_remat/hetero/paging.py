@@ -20,36 +20,33 @@ Examples
 
 from __future__ import annotations
 
+from ..core.devices import Paging, paging_problem
 from ..errors import BudgetError
 from ..interfaces import Formulation, FormulationResult, Heuristic
-from ..problem import Device, Problem
+from ..problem import Problem
 from .heft import HeftScheduler
 from .xengine import MAX_VARIABLES, XEngineMILP
 
 __all__ = ["paging_problem", "PagingMILP", "HeftOffload"]
 
 
-def paging_problem(problem: Problem) -> Problem:
-    """The same problem with every non-primary device storage-only."""
-    devs = [problem.primary] + [Device(d.name, "storage", d.memory_bytes, can_compute=False)
-                                for d in problem.devices[1:]]
-    return Problem(problem.graph, devs, problem.links)
-
-
 class PagingMILP(Formulation):
     """:class:`~hybrid_remat.hetero.xengine.XEngineMILP` on
-    :func:`paging_problem` (POET's remat + paging model, serial time).
+    :func:`paging_problem`, through the :class:`~hybrid_remat.core.devices.Paging`
+    reduction (POET's remat + paging model, serial time).
 
-    A reduction with its scope declared: its plans are plans of the full
-    problem, its bounds and its ``optimal`` hold for the paging plans only
-    (``bound_scope``: every computation on the primary device), so the
-    portfolio keeps them as a class bound, never as a bound over every plan.
+    Its scope is declared: its plans are plans of the full problem, its
+    bounds and its ``optimal`` hold for the paging plans only (``bound_scope``
+    is the reduction's scope, every computation on the primary device), so
+    the portfolio keeps them as a class bound, never as a bound over every
+    plan.  The reduction's ``carry`` maps the result (``stats["carried"]``:
+    what it proves over every plan).
     """
 
     name = "hetero_paging"
     version = "3"
     capabilities = frozenset({"dag", "chain", "multi_device", "serial", "exact", "scoped_bound", "honours_limits"})
-    bound_scope = "paging"
+    bound_scope = Paging.name
 
     def __init__(self, max_variables: int = MAX_VARIABLES):
         self.inner = XEngineMILP(max_variables)
@@ -59,22 +56,22 @@ class PagingMILP(Formulation):
         return self.inner.predict_seconds(problem)
 
     def solve(self, problem: Problem, *, incumbent=None, **kw) -> FormulationResult:
+        red = Paging()
         try:
-            pp = paging_problem(problem)
+            pp = red.apply(problem)
         except BudgetError as e:
             # paging is impossible, which says nothing about co-execution
             return FormulationResult("no_solution", None, float("inf"), float("-inf"),
                                      {"reason": str(e), "skipped": str(e)})
-        if incumbent is not None:
-            # only an incumbent that computes on the primary device is a paging plan
-            prim = [i for i, nm in enumerate(incumbent.devices) if nm == problem.primary.name]
-            ok = bool(prim) and all(int(incumbent.device[k]) in prim
-                                    for k in range(len(incumbent)) if incumbent.op[k] == 0)
-            incumbent = incumbent if ok else None
-        res = self.inner.solve(pp, incumbent=incumbent, **kw)  # its bounds: of the paging class (bound_scope)
-        if res.plan is not None:
-            res.plan.meta["solver"] = self.name
-        return res
+        res = self.inner.solve(pp, incumbent=red.forward(incumbent), **kw)  # only a paging plan warm-starts it
+        plan = red.invert(res.plan)
+        if plan is not None:
+            plan.meta["solver"] = self.name
+        carried = red.carry(res.lower_bound, res.status)
+        stats = dict(res.stats or {})
+        stats["carried"] = {"status": carried.status, "scope": carried.scope}
+        # a scoped formulation reports its bound and status within its scope (the hookspec's contract)
+        return FormulationResult(carried.scope_status, plan, res.objective, carried.bound, stats)
 
 
 class HeftOffload(Heuristic):
@@ -92,11 +89,12 @@ class HeftOffload(Heuristic):
         self.inner = HeftScheduler(objective)
 
     def run(self, problem: Problem, *, seed: int = 0, limits=None):
+        red = Paging()
         try:
-            pp = paging_problem(problem).with_objective(problem.objective)
+            pp = red.apply(problem).with_objective(problem.objective)
         except BudgetError:  # the primary device alone cannot hold some node
             return None
-        plan = self.inner.run(pp, seed=seed, limits=limits)
+        plan = red.invert(self.inner.run(pp, seed=seed, limits=limits))
         if plan is not None:
             plan.meta["solver"] = self.name
         return plan

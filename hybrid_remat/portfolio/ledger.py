@@ -39,14 +39,12 @@ False
 
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
+from ..core.plans import plan_key
 from ..interfaces import ALL_PLANS
 from ..limits import now
 from ..simulate import simulate
@@ -95,16 +93,6 @@ class Improvement:
     source: str
     plan: object = None
     simulation: object = None
-
-
-def plan_key(plan) -> bytes:
-    """A digest of a plan's steps and device names (equal plans, equal keys;
-    linear time, unlike comparing the steps)."""
-    h = hashlib.blake2b(digest_size=16)
-    for a in (plan.op, plan.node, plan.device, plan.target):
-        h.update(np.ascontiguousarray(a).tobytes())
-    h.update("\0".join(plan.devices).encode())
-    return h.digest()
 
 
 def better(a: float, b: float) -> bool:

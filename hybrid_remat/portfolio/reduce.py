@@ -1,10 +1,14 @@
 """Reductions of a multi-device problem, solved by the same runner.
 
-A *reduction* turns the problem into another one (``apply``), which the
-portfolio runner solves like any problem (its own
+A *reduction* (the one protocol of :mod:`hybrid_remat.core.reduction`;
+the reductions of a multi-device problem are in
+:mod:`hybrid_remat.core.devices`) turns the problem into another one
+(``apply``), which the portfolio runner solves like any problem (its own
 :class:`~hybrid_remat.portfolio.ledger.Ledger`, every admitted component,
-the same seed and limits), and maps what it finds back (``invert`` for
-plans, ``carry`` for bounds).  On a multi-device problem the runner runs
+the same seed and limits), and maps what it finds back (``inverts`` for
+plans, ``carry`` for bounds: only a carried bound whose scope is every plan
+is offered; ``forward`` for the improvers' warm starts).  This module uses
+reductions through that protocol only.  On a multi-device problem the runner runs
 them after the heuristics and bounds, before the improvers and formulations
 (:func:`reductions_for` builds them, phase ``reduce`` of the
 :class:`~hybrid_remat.portfolio.scheduler.Scheduler`):
@@ -14,7 +18,7 @@ them after the heuristics and bounds, before the improvers and formulations
   the one-device problem of that device.  Its plans come
   back as they are (a one-device plan is a plan of the multi-device
   problem) and lifted with host offload
-  (:func:`~hybrid_remat.hetero.lift.lift_plan`: recomputations replaced by
+  (:func:`~hybrid_remat.core.lift.lift_plan`: recomputations replaced by
   round trips to the other device where that is cheaper).  The sub-run is
   the very run the one-device solve makes (same components, seed, work and
   node limits), so with work or node limits the multi-device result is never
@@ -29,7 +33,8 @@ Bounds.  A bound of a one-device problem does **not** bound the
 multi-device problem: a plan may keep a value in host memory instead of
 recomputing it, or compute a node on a device where it is cheaper, so the
 multi-device optimum can lie below the one-device optimum (its bounds are
-kept in ``stats["reductions"]``, never offered).  What does carry over is a
+kept in ``stats["reductions"]``, never offered: their carried scope is
+``"<device> only"``).  What does carry over is a
 bound of the *merged* problem: one device whose cost of each node is the
 cheapest over the compute devices and whose budget is the sum of every
 device's budget.  Any multi-device plan ``P`` maps to a plan ``P'`` of it:
@@ -69,16 +74,14 @@ Examples
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from ..interfaces import ALL_PLANS, accepts
+from ..core.devices import MergedDevices, OneDevice
+from ..core.reduction import ALL_PLANS
+from ..interfaces import accepts
 from ..limits import now
-from ..plan import OP_COPY, Plan
-from ..problem import Device, Problem
-from .ledger import Ledger, SourceReport, plan_key
+from ..problem import Problem
+from .ledger import Ledger, SourceReport
 
 __all__ = ["OneDevice", "MergedDevices", "SubPortfolio", "ThroughReduction", "Reductions", "reductions_for",
            "REDUCE_SHARE", "OTHER_DEVICE_SHARE", "MERGED_SHARE"]
@@ -89,107 +92,6 @@ REDUCE_SHARE = {"serial": 0.95, "makespan": 0.5}
 OTHER_DEVICE_SHARE = 0.25
 #: share of the time left that the merged problem's bounds get
 MERGED_SHARE = 0.25
-#: lifted plans a reduction remembers (to map them back for the improvers)
-MEMO_SIZE = 64
-
-
-class OneDevice:
-    """The one-device problem of ``device`` (apply -> solve -> invert).
-
-    Parameters
-    ----------
-    device : str
-        A compute device of the problems it is applied to.
-    """
-
-    def __init__(self, device: str):
-        self.device = device
-        self.name = f"{device} only"
-        self.prefix = f"{device}/"
-        self._memo: OrderedDict = OrderedDict()  # key of a lifted plan -> the one-device plan it came from
-        self._sub: tuple | None = None
-        #: the reduced problem's optimum once a sub-run proved it (then no one-device improver can help)
-        self.optimum = math.inf
-
-    def apply(self, problem: Problem) -> Problem | None:
-        """The problem of ``device`` alone (serial objective: on one device
-        it equals the makespan); ``None`` when the graph does not fit on it."""
-        from ..hetero.lift import gpu_only_problem
-
-        if self._sub is None or self._sub[0] is not problem:
-            can = problem.devices[problem.device_index(self.device)].can_compute
-            self._sub = (problem, gpu_only_problem(problem, self.device) if can else None)
-        return self._sub[1]
-
-    def lower_bound(self, problem: Problem) -> float:
-        """What every plan on the device alone costs at least: each node once there."""
-        return float(problem.cost_matrix[problem.device_index(self.device)].sum())
-
-    def invert(self, problem: Problem, plan: Plan, policies=("serial",)) -> list:
-        """``[(tag, plan)]`` of ``problem``: the plan as it is (tag ``""``)
-        and lifted with host offload for each policy that changes it (tag
-        ``"+offload"``, ``"+offload_all"``)."""
-        from ..hetero.lift import lift_plan
-
-        raw = plan.renamed([self.device] * len(plan.devices)) if len(plan.devices) == 1 else plan
-        out = [("", raw)]
-        if (raw.op == OP_COPY).any():
-            return out
-        keys = set()
-        for policy in policies:
-            lifted = lift_plan(problem, raw, policy=policy)
-            key = plan_key(lifted)
-            if lifted.meta.get("offloads") and key not in keys:
-                keys.add(key)
-                out.append(("+offload" if policy == "serial" else f"+offload_{policy}", lifted))
-                self._remember(key, raw)
-        return out
-
-    def forward(self, problem: Problem, plan: Plan) -> Plan | None:
-        """The one-device plan behind a plan of ``problem``: the plan a
-        lifted plan came from, or the plan itself when it computes on
-        ``device`` only, without copies; ``None`` otherwise."""
-        if plan is None:
-            return None
-        src = self._memo.get(plan_key(plan))
-        if src is not None:
-            return src
-        if len(plan) == 0 or (plan.op == OP_COPY).any():
-            return None
-        used = {plan.devices[i] for i in np.unique(plan.device).tolist()}
-        if used != {self.device}:
-            return None
-        return Plan(plan.op, plan.node, np.zeros(len(plan), np.int64), np.full(len(plan), -1, np.int64),
-                    [self.device], plan.meta)
-
-    def _remember(self, key: bytes, raw: Plan) -> None:
-        self._memo[key] = raw
-        while len(self._memo) > MEMO_SIZE:
-            self._memo.popitem(last=False)
-
-
-class MergedDevices:
-    """Every device merged into one: each node at its cheapest compute cost,
-    the sum of the budgets (module docstring: why its bounds hold for every
-    multi-device plan)."""
-
-    name = "merged devices"
-    prefix = "merged/"
-
-    def apply(self, problem: Problem) -> Problem:
-        cm = problem.cost_matrix[problem.can_compute]
-        kind = "merged"
-        while kind in problem.graph.costs:
-            kind += "_"
-        g = problem.graph.with_costs({kind: cm.min(axis=0)})
-        return Problem(g, [Device(kind, kind, int(problem.budgets.sum()))], check=False)
-
-    @staticmethod
-    def carry(problem: Problem, value: float) -> float:
-        """The bound of ``problem`` that a bound over every merged plan gives."""
-        if problem.objective.name == "makespan" and math.isfinite(value):
-            return value / max(1, int(problem.can_compute.sum()))
-        return value
 
 
 @dataclass
@@ -221,7 +123,10 @@ class SubPortfolio:
 
     Parameters
     ----------
-    reduction : OneDevice or MergedDevices
+    reduction : Reduction
+        Any :class:`~hybrid_remat.core.reduction.Reduction` (used through
+        that protocol only: ``apply``, ``inverts``, ``forward``, ``carry``,
+        ``lower_bound``, ``maps_plans``).
     share : float
         Share of the time left when it starts.
     heuristics, bounds, improvers, formulations : lists
@@ -242,10 +147,9 @@ class SubPortfolio:
 
     def skip_reason(self, problem: Problem, incumbent: float) -> str | None:
         """Why not to run it now (``None``: run it)."""
-        if isinstance(self.reduction, OneDevice):  # its plans, lifted or not, compute every node there, in turn
-            lb = self.reduction.lower_bound(problem)
-            if lb >= incumbent:
-                return f"every plan on {self.reduction.device} alone takes >= {lb:.6g} >= the incumbent"
+        lb = self.reduction.lower_bound(problem)  # one device: its plans, lifted or not, compute every node there
+        if lb >= incumbent:
+            return f"every plan of {self.reduction.name} takes >= {lb:.6g} >= the incumbent"
         return None
 
     def run(self, problem: Problem, sink, *, deadline: float, seed: int = 0, nodes=None, work=None, workers: int = 1,
@@ -268,7 +172,7 @@ class SubPortfolio:
                       stop=_Stop(stop, lifter.finished), signals=(), ledger=ledger, scheduler=sched,
                       second_round_min_s=second_round_min_s, second_round_margin_s=second_round_margin_s)
         lifter.finish(ledger)
-        if isinstance(self.reduction, OneDevice) and ledger.closed():
+        if ledger.closed():
             self.reduction.optimum = ledger.value
         for r in ledger.report:
             if r.status == "skipped" and r.note == "multi-device only":
@@ -277,14 +181,16 @@ class SubPortfolio:
                                          r.seconds, r.note, r.worker))
         for name, st in ledger.stats.get("formulations", {}).items():
             sink.add_stats(self.reduction.prefix + name, st)
+        carried = self.reduction.carry(ledger.bound, ledger.status())  # what the sub-run proves about the problem
         facts = {"status": ledger.status(), "objective": ledger.value, "lower_bound": ledger.bound,
                  "bound_source": ledger.bound_source, "solver": ledger.source, "seconds": now() - t0,
-                 "lifted": lifter.best, "lifted_source": lifter.best_source}
+                 "lifted": lifter.best, "lifted_source": lifter.best_source,
+                 "carried": {"lower_bound": carried.bound, "scope": carried.scope, "status": carried.status}}
         if callable(getattr(sink, "add_reduction", None)):
             sink.add_reduction(self.name, facts)
-        if isinstance(self.reduction, MergedDevices):
-            value = self.reduction.carry(problem, ledger.bound)
-            status, note = "bound", f"bound {ledger.bound:.6g} of the merged devices"
+        if not self.reduction.maps_plans:
+            value = carried.bound
+            status, note = "bound", f"bound {ledger.bound:.6g} of the {self.reduction.name}"
         else:
             value = lifter.best
             status = "valid" if ledger.plan is not None else "no_plan"
@@ -303,7 +209,6 @@ class _Lifter:
     def __init__(self, owner: SubPortfolio, problem: Problem, sink):
         self.owner, self.problem, self.sink = owner, problem, sink
         self.red = owner.reduction
-        self.policies = ("serial", "all") if problem.objective.name == "makespan" else ("serial",)
         self.last_plan = None
         self.pending = None
         self.lift_s = 0.0
@@ -317,10 +222,12 @@ class _Lifter:
         return bool(fin()) if callable(fin) else False
 
     def on_improve(self, ev) -> None:
-        if isinstance(self.red, MergedDevices):
-            if ev.bound > self.bound:
-                self.bound = ev.bound
-                self.sink.offer_bound(self.red.carry(self.problem, ev.bound), self.red.prefix + ev.source, ALL_PLANS)
+        if ev.bound > self.bound:
+            self.bound = ev.bound
+            carried = self.red.carry(ev.bound)
+            if carried.scope == ALL_PLANS:  # a bound of a restricted class stays the sub-run's (stats["reductions"])
+                self.sink.offer_bound(carried.bound, self.red.prefix + ev.source, ALL_PLANS)
+        if not self.red.maps_plans:
             return
         if ev.plan is None or ev.plan is self.last_plan:
             return
@@ -332,7 +239,7 @@ class _Lifter:
     def _lift(self, plan, source) -> None:
         t = now()
         self.pending = None
-        for tag, q in self.red.invert(self.problem, plan, self.policies):
+        for tag, q in self.red.inverts(plan):
             sim, _ = self.sink.offer_plan(q, self.red.prefix + source + tag)
             if sim.valid:
                 v = float(self.problem.objective.value(sim))
@@ -343,7 +250,7 @@ class _Lifter:
 
     def finish(self, ledger: Ledger) -> None:
         """Lift what is pending and the sub-run's best plans."""
-        if isinstance(self.red, MergedDevices):
+        if not self.red.maps_plans:
             return
         if self.pending is not None:
             self._lift(*self.pending)
@@ -355,7 +262,7 @@ class _Lifter:
 class _ForwardView:
     """The shared view of the problem's incumbent as a reduced improver sees it."""
 
-    def __init__(self, shared, red: OneDevice, problem: Problem, sub: Problem):
+    def __init__(self, shared, red, problem: Problem, sub: Problem):
         self.shared, self.red, self.problem, self.sub = shared, red, problem, sub
         self._seen = (None, None, math.inf)
 
@@ -378,7 +285,7 @@ class _ForwardView:
     def _forward(self):
         plan = self.shared.incumbent() if self.shared is not None else None
         if plan is not self._seen[0]:
-            q = self.red.forward(self.problem, plan)
+            q = self.red.forward(plan)
             v = self.value(q) if q is not None else math.inf
             self._seen = (plan, q if v < math.inf else None, v)
         return self._seen
@@ -413,20 +320,19 @@ class ThroughReduction:
 
     def improve(self, problem, plan, *, seed=0, limits=None, on_incumbent=None, shared=None):
         for red in self.reductions:
-            start = red.forward(problem, plan)
-            sub = red.apply(problem) if start is not None else None
-            if sub is not None and accepts(self.inner, sub)[0]:
+            sub = red.apply(problem)
+            start = red.forward(plan) if sub is not None else None
+            if start is not None and accepts(self.inner, sub)[0]:
                 break
         else:
             return None
         if math.isfinite(red.optimum) and _ForwardView(None, red, problem, sub).value(start) <= red.optimum:
             return None  # the start is optimal on its device alone
-        policies = ("serial", "all") if problem.objective.name == "makespan" else ("serial",)
 
         def relay(p, source=None):
             if on_incumbent is None or p is None:
                 return None
-            for tag, q in red.invert(problem, p, policies):
+            for tag, q in red.inverts(p):
                 on_incumbent(q, red.prefix + self.inner_name + tag)
             return None
 

@@ -32,9 +32,10 @@ import numpy as np
 
 from .._cli_signals import signal_name
 from ..budgets import format_bytes, keep_all_peak
+from ..core.keepset import KeepSetPlanner
 from ..errors import BudgetError, HybridRematError
 from ..graph import Graph
-from ..plan import OP_COMPUTE, Plan, plan_from_order
+from ..plan import OP_COMPUTE, Plan
 from ..problem import Problem
 from ..simulate import simulate
 from ._candidate import Candidate
@@ -153,9 +154,16 @@ def executable_order(
     return seq
 
 
+def keep_set_planner(graph: Graph, device: str, structure: _Structure | None = None) -> KeepSetPlanner:
+    """The library's keep-set plan class (:class:`~hybrid_remat.core.keepset.KeepSetPlanner`)
+    with what the eager runtime executes (:func:`executable_order`) as its rule."""
+    st = structure or _Structure(graph)
+    return KeepSetPlanner.on_graph(graph, device, "torch_keep_set", rule=lambda keep: executable_order(graph, keep, st))
+
+
 def executable_plan(graph: Graph, keep, device: str, structure: _Structure | None = None) -> Plan:
     """:func:`executable_order` as a plan (each value freed after its last use)."""
-    return plan_from_order(graph, executable_order(graph, keep, structure), device, {"solver": "torch_keep_set"})
+    return keep_set_planner(graph, device, structure).plan(keep)[0]
 
 
 def held_closure(graph: Graph, keep, w: int, structure: _Structure | None = None, replayed: set | None = None) -> list[int]:
@@ -209,6 +217,7 @@ class _Evaluator:
         self.g = problem.graph
         self.st = _Structure(self.g)
         self.device = problem.primary.name
+        self.planner = keep_set_planner(self.g, self.device, self.st)
         self.budget = int(problem.budgets[0])
         self.seen: dict[bytes, Candidate] = {}
         self.n_evals = 0
@@ -219,7 +228,7 @@ class _Evaluator:
         if key in self.seen:
             return self.seen[key]
         self.n_evals += 1
-        plan = executable_plan(self.g, keep, self.device, self.st)
+        plan = self.planner.plan(keep)[0]
         res = simulate(self.problem, plan, check_budget=False)
         if not res.valid:  # an order-builder bug, never a budget matter
             raise HybridRematError(f"internal: executable plan invalid: {res.error}")
