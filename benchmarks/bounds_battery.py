@@ -173,11 +173,11 @@ def mini_mlp(layers: int, seed: int = 0, wbytes: int = 4) -> Graph:
 def compare(layer_counts, *, max_states: int = 3_000_000) -> list[dict]:
     """Every budget of the miniature MLPs: the all-plans optimum (the state
     search, exact) and each bound over every plan, with seconds."""
+    from hybrid_remat.bounds.cut import cut_lower_bound
+    from hybrid_remat.bounds.multicut import multicut_lower_bound
     from hybrid_remat.bounds.placed_cuts import placed_cuts_lower_bound
     from hybrid_remat.bounds.state_search import state_search_bound
     from hybrid_remat.errors import BudgetError
-    from hybrid_remat.bounds.cut import cut_lower_bound
-    from hybrid_remat.bounds.multicut import multicut_lower_bound
 
     rows = []
     for L in layer_counts:

@@ -26,8 +26,8 @@ IDS = {"RLG1": "rlg_n100", "RLG2": "rlg_n250", "RLG3": "rlg_n500", "RLG4": "rlg_
 
 
 def main(argv=None) -> int:
-    from hybrid_remat.heuristics.order_search import no_recompute_plan
     from hybrid_remat.exact.checkmate.order_bound import fixed_order_lower_bound
+    from hybrid_remat.heuristics.order_search import no_recompute_plan
     from hybrid_remat.limits import Limits
     from hybrid_remat.loaders import load_graph
     from hybrid_remat.problem import Problem

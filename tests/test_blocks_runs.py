@@ -14,8 +14,8 @@ from hybrid_remat.blocks.formulation import BlocksFormulation
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.families import unet
 from hybrid_remat.generators import random_layered, training_graph
-from hybrid_remat.oracle import brute_force
 from hybrid_remat.limits import Limits
+from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
 from hybrid_remat.segments.chain import SegmentChain, segment_chain
 from hybrid_remat.segments.solver import solve_segments, sweep_order

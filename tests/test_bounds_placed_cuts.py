@@ -9,11 +9,11 @@ import pytest
 
 from benchmarks.bounds_battery import mini_mlp, rescaled_instances
 from hybrid_remat import plugins
+from hybrid_remat.bounds.multicut import multicut_lower_bound
 from hybrid_remat.bounds.placed_cuts import PlacedCutsBound, placed_cuts_lower_bound
 from hybrid_remat.bounds.state_search import state_search_bound
 from hybrid_remat.budgets import budget_lower_bound, keep_all_peak
 from hybrid_remat.errors import BudgetError
-from hybrid_remat.bounds.multicut import multicut_lower_bound
 from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem

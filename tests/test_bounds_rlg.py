@@ -12,8 +12,8 @@ from test_exact_checkmate import tiny_problems  # noqa: E402  (tests/ is on sys.
 from benchmarks._common import moccasin_graph
 from benchmarks.bounds_battery import rescaled_instances
 from hybrid_remat.bounds.order_search import RecomputeBound, recompute_lower_bound, search_orders
-from hybrid_remat.heuristics.order_search import no_recompute_plan
 from hybrid_remat.exact.checkmate.order_bound import FixedOrderBoundSource, fixed_order_lower_bound
+from hybrid_remat.heuristics.order_search import no_recompute_plan
 from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
