@@ -19,6 +19,7 @@ from hybrid_remat.core.reduction import ALL_PLANS, Carried, Reduction
 from hybrid_remat.core.reductions import NodeMap, induced, memory_greedy_order
 from hybrid_remat.generators import training_graph
 from hybrid_remat.interfaces import ALL_PLANS as INTERFACES_ALL_PLANS
+from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.plan import OP_COMPUTE, Plan
 from hybrid_remat.problem import Device, Link, Problem
@@ -145,7 +146,7 @@ def test_the_paging_formulation_maps_its_result_through_carry():
     from hybrid_remat.hetero.paging import PagingMILP
 
     p = two_devices(1)
-    res = PagingMILP().solve(p, node_limit=20000)
+    res = PagingMILP().solve(p, limits=Limits(nodes=20000))
     assert simulate(p, res.plan).valid
     assert PagingMILP.bound_scope == res.stats["carried"]["scope"] == "paging"
     assert res.stats["carried"]["status"] != "optimal"  # optimal among paging plans only

@@ -55,7 +55,8 @@ class PagingMILP(Formulation):
         """As the XEngine model's (same size)."""
         return self.inner.predict_seconds(problem)
 
-    def solve(self, problem: Problem, *, incumbent=None, **kw) -> FormulationResult:
+    def solve(self, problem: Problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
+              on_bound=None) -> FormulationResult:
         red = Paging()
         try:
             pp = red.apply(problem)
@@ -63,7 +64,10 @@ class PagingMILP(Formulation):
             # paging is impossible, which says nothing about co-execution
             return FormulationResult("no_solution", None, float("inf"), float("-inf"),
                                      {"reason": str(e), "skipped": str(e)})
-        res = self.inner.solve(pp, incumbent=red.forward(incumbent), **kw)  # only a paging plan warm-starts it
+        # only a paging plan warm-starts it; plans reported on the way are plans of the original problem
+        offer = None if on_incumbent is None else (lambda plan, *a, **k: on_incumbent(red.invert(plan), *a, **k))
+        res = self.inner.solve(pp, incumbent=red.forward(incumbent), limits=limits, seed=seed,
+                               on_incumbent=offer, on_bound=on_bound)
         plan = red.invert(res.plan)
         if plan is not None:
             plan.meta["solver"] = self.name
