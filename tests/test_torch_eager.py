@@ -82,3 +82,33 @@ def test_per_layer_regions_over_the_budget_are_completed_by_their_surroundings()
     hrt.apply(model, tp, hrt.default_loss)(x)
     for a, b in zip(ref, (p.grad for p in model.parameters()), strict=True):
         assert torch.equal(a, b)
+
+
+def _choice(tp):
+    return (tp.mechanism, tp.family, tuple(r.path for r in tp.regions), tuple(tp.dropped.tolist()),
+            tp.predicted_peak_bytes)
+
+
+@pytest.mark.parametrize("budget", [0.7, 0.4])
+def test_a_seed_makes_the_choice_deterministic(budget):
+    """With ``seed=`` the plan does not depend on timings: FLOP op times,
+    fixed runtime costs, verification choosing by prediction among the
+    candidates whose measured (deterministic) live peak fits; the caller's
+    RNG is left as it was."""
+    from test_torch_frontend import _gpt
+
+    model, x, loss_fn = _gpt()
+    torch.manual_seed(123)
+    expect = torch.rand(3)
+    torch.manual_seed(123)
+    got = [hrt.plan(model, x, loss_fn, budget=budget, time_limit=5, seed=0, verify_steps=2) for _ in range(2)]
+    assert torch.equal(torch.rand(3), expect)  # the caller's RNG state is restored
+    assert _choice(got[0]) == _choice(got[1])
+    for tp in got:
+        assert tp.overheads.source == "fixed" and tp.graph.meta["torch"]["costs"] == "flops"
+        assert tp.measured["live_peak_bytes"] <= tp.budget_bytes and tp.predicted_peak_bytes <= tp.budget_bytes
+        assert "step_s" in tp.measured  # timed, recorded, not deciding
+    from hybrid_remat.errors import HybridRematError
+
+    with pytest.raises(HybridRematError, match="seed"):
+        hrt.plan(model, x, loss_fn, budget=budget, seed="0")
