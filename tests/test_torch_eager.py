@@ -112,3 +112,44 @@ def test_a_seed_makes_the_choice_deterministic(budget):
 
     with pytest.raises(HybridRematError, match="seed"):
         hrt.plan(model, x, loss_fn, budget=budget, seed="0")
+
+
+# ------------------------------------------------------------ budgets as users write them (issue 22.4)
+def _kap_graph():
+    model, x = _stemmed()
+    return model, x, hrt.trace(model, x, hrt.default_loss, repeats=1, timed_steps=0)
+
+
+BUDGETS_OK = [  # spelling, bytes as a function of the traced keep-all peak k
+    (0.5, lambda k: hrt.budget_bytes("50%", _G[0])), ("0.5", lambda k: hrt.budget_bytes("50%", _G[0])),
+    (1, lambda k: k), (1.0, lambda k: k), ("1", lambda k: k), ("100%", lambda k: k), (0.25, lambda k: -(-k // 4)),
+    (4096, lambda k: 4096), ("4096", lambda k: 4096), ("2KB", lambda k: 2000), ("1MiB", lambda k: 2**20),
+    ("2GiB", lambda k: 2 * 2**30), ("1.5KiB", lambda k: 1536),
+]
+BUDGETS_BAD = [  # above 1 and not a size: an error, never a byte count
+    (1.5, "ambiguous"), ("1.5", "ambiguous"), (2.0, "ambiguous"), (0, "positive"), ("0%", "positive"),
+    (-1, "positive"), ("abc", "cannot be read"), (True, "not a budget"), ("12XB", "unknown unit"),
+]
+_G: list = []
+
+
+@pytest.mark.parametrize("spec, want", BUDGETS_OK)
+def test_torch_budgets_read_fractions_percentages_and_sizes(spec, want):
+    if not _G:
+        _G.append(_kap_graph()[2])
+    g = _G[0]
+    k = hrt.TorchPlan.keep_all_peak_bytes.fget(type("T", (), {"graph": g})())
+    got = hrt.budget_bytes(spec, g)
+    assert got == want(k)
+    half = hrt.budget_bytes(0.5, g)
+    assert half == hrt.budget_bytes("50%", g) and abs(half - k / 2) <= 1
+
+
+@pytest.mark.parametrize("spec, why", BUDGETS_BAD)
+def test_torch_budgets_above_one_that_are_not_sizes_are_errors(spec, why):
+    from hybrid_remat.errors import BudgetError
+
+    model, x = _stemmed()
+    with pytest.raises(BudgetError, match=why):
+        hrt.plan(model, x, hrt.default_loss, budget=spec, time_limit=1, repeats=1, calibrate=False, verify=False,
+                 graph=_G[0] if _G else None)
