@@ -214,8 +214,10 @@ def _crash_loop(case, tp, budget, args) -> dict:
     """Plan and step ``args.plans - 1`` more times (the traced graph and the
     calibration of the row's plan reused, a short search, no timing): every
     candidate of each plan (the chosen one and the alternatives verification
-    would measure) steps twice.  Counts crashes and distinct choices."""
-    crashes, choices, steps = [], set(), 0
+    would measure) steps twice.  Counts crashes, refusals (a ``BudgetError``
+    of the short search: no plan found under the budget) and distinct
+    choices."""
+    crashes, choices, steps, refused = [], set(), 0, 0
     for _ in range(args.plans - 1):
         try:
             p = hrt.plan(case.model, case.inputs, case.loss_fn, budget=budget, example_kwargs=case.kwargs,
@@ -226,10 +228,12 @@ def _crash_loop(case, tp, budget, args) -> dict:
                 for _ in range(2):
                     s(*case.inputs, **case.kwargs)
                     steps += 1
+        except BudgetError:  # the short search found no plan under the budget: refused, not a crash
+            refused += 1
         except Exception as e:  # noqa: BLE001 - a crash is what this loop counts
             crashes.append(f"{type(e).__name__}: {e}"[:200])
     return {"plans": args.plans, "steps": steps + 1, "crashes": len(crashes), "errors": crashes[:3],
-            "choices": len(choices)}
+            "refused": refused, "choices": len(choices)}
 
 
 def _mb(x):
@@ -238,7 +242,10 @@ def _mb(x):
 
 def _loop(r) -> str:
     lp = r.get("loop")
-    return "-" if not lp else f"{lp['crashes']}/{lp['plans']} crashed, {lp['choices']} choice(s)"
+    if not lp:
+        return "-"
+    refused = f", {lp['refused']} refused" if lp.get("refused") else ""
+    return f"{lp['crashes']}/{lp['plans']} crashed{refused}, {lp['choices']} choice(s)"
 
 
 def to_markdown(rows, meta) -> str:
