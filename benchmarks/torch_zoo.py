@@ -17,7 +17,10 @@ peak within the row's budget; time = median step over the median plain
 step, interleaved (``--rounds`` pairs), with the spread (the
 interquartile range of the per-round ratios); predicted = our plan's
 predicted ratio (op times + the runtime's measured own cost); mechanism.
-``--plans N`` plans and steps each row N times (crash check).
+``--plans N``: each row's plan is followed by N-1 more plans of the same
+budget (traced graph and calibration reused, ``--loop-time-limit``
+search, no verification), every candidate of each stepped twice: the
+crash check (column loop: crashes / plans, distinct choices).
 
 Usage::
 
@@ -177,12 +180,13 @@ def run_case(name, args, device, log) -> list[dict]:
     for label, budget in budgets:
         row = {"model": name, "method": f"ours {label}", "budget": budget}
         try:
-            for i in range(args.plans):
-                tp = hrt.plan(case.model, case.inputs, case.loss_fn, budget=budget, example_kwargs=case.kwargs,
-                              time_limit=args.time_limit)
-                step = hrt.apply(case.model, tp)
-                for _ in range(2 if i < args.plans - 1 else 0):
-                    step(*case.inputs, **case.kwargs)
+            tp = hrt.plan(case.model, case.inputs, case.loss_fn, budget=budget, example_kwargs=case.kwargs,
+                          time_limit=args.time_limit)
+            step = hrt.apply(case.model, tp)
+            step(*case.inputs, **case.kwargs)
+            if args.plans > 1:
+                row["loop"] = _crash_loop(case, tp, budget, args)
+                log(f"{name} {label}: {row['loop']}")
             peak = _live_peak(case, step)
 
             def ours(step=step):
@@ -206,31 +210,73 @@ def run_case(name, args, device, log) -> list[dict]:
     return rows
 
 
+def _crash_loop(case, tp, budget, args) -> dict:
+    """Plan and step ``args.plans - 1`` more times (the traced graph and the
+    calibration of the row's plan reused, a short search, no timing): every
+    candidate of each plan (the chosen one and the alternatives verification
+    would measure) steps twice.  Counts crashes, refusals (a ``BudgetError``
+    of the short search: no plan found under the budget) and distinct
+    choices."""
+    crashes, choices, steps, refused = [], set(), 0, 0
+    for _ in range(args.plans - 1):
+        try:
+            p = hrt.plan(case.model, case.inputs, case.loss_fn, budget=budget, example_kwargs=case.kwargs,
+                         time_limit=args.loop_time_limit, graph=tp.graph, calibrate=tp.overheads, verify=False)
+            choices.add((p.mechanism, p.family, tuple(r.path for r in p.regions)))
+            for c in [p, *p.alternatives]:
+                s = hrt.apply(case.model, c, case.loss_fn)
+                for _ in range(2):
+                    s(*case.inputs, **case.kwargs)
+                    steps += 1
+        except BudgetError:  # the short search found no plan under the budget: refused, not a crash
+            refused += 1
+        except Exception as e:  # noqa: BLE001 - a crash is what this loop counts
+            crashes.append(f"{type(e).__name__}: {e}"[:200])
+    return {"plans": args.plans, "steps": steps + 1, "crashes": len(crashes), "errors": crashes[:3],
+            "refused": refused, "choices": len(choices)}
+
+
 def _mb(x):
     return f"{x / 1e6:.2f}" if isinstance(x, (int, float)) else "-"
+
+
+def _loop(r) -> str:
+    lp = r.get("loop")
+    if not lp:
+        return "-"
+    refused = f", {lp['refused']} refused" if lp.get("refused") else ""
+    return f"{lp['crashes']}/{lp['plans']} crashed{refused}, {lp['choices']} choice(s)"
 
 
 def to_markdown(rows, meta) -> str:
     out = [f"# torch_zoo ({meta['date']}, {meta['machine']}, torch {meta['torch']}, transformers "
            f"{meta.get('transformers')}, timm {meta.get('timm')}; {meta['seconds']:.0f} s)", "",
            meta["note"], "",
-           "| model | method | budget MB | live peak MB | ok | time | IQR | predicted | mechanism |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| model | method | budget MB | live peak MB | ok | time | IQR | predicted | mechanism | loop |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        if r.get("carried_from"):
+            r = {**r, "method": f"{r['method']} (run of {r['carried_from']})"}
         if "refused" in r or "error" in r:
             why = (r.get("refused") or r.get("error"))[-90:].replace("|", "/")
             out.append(f"| {r['model']} | {r['method']} | - | - | - | {'refused' if 'refused' in r else 'ERROR'} | - | - "
-                       f"| {why} |")
+                       f"| {why} | {_loop(r)} |")
             continue
         iqr = f"{r['iqr']:.2f}" if "iqr" in r else "-"
         pred = f"x{r['predicted_ratio']:.2f}" if "predicted_ratio" in r else "-"
         mech = f"{r['mechanism']} {r['family'][:40]}" if "mechanism" in r else "-"
         out.append(f"| {r['model']} | {r['method']} | {_mb(r.get('budget_bytes'))} | {_mb(r['live_peak_bytes'])} | "
-                   f"{'yes' if r.get('ok', True) else 'NO'} | x{r['time_ratio']:.2f} | {iqr} | {pred} | {mech} |")
-    errs = [abs(r["predicted_ratio"] - r["time_ratio"]) / r["time_ratio"] for r in rows if "predicted_ratio" in r]
+                   f"{'yes' if r.get('ok', True) else 'NO'} | x{r['time_ratio']:.2f} | {iqr} | {pred} | {mech} | "
+                   f"{_loop(r)} |")
+    errs = [abs(r["predicted_ratio"] - r["time_ratio"]) / r["time_ratio"] for r in rows
+            if "predicted_ratio" in r and not r.get("carried_from")]
     if errs:
-        out += ["", f"Predicted vs measured step-time ratio over {len(errs)} rows of ours: mean error "
+        out += ["", f"Predicted vs measured step-time ratio over {len(errs)} rows of ours (this run): mean error "
                 f"{100 * statistics.mean(errs):.1f} %, at most {100 * max(errs):.1f} %."]
+    loops = [r["loop"] for r in rows if r.get("loop") and not r.get("carried_from")]
+    if loops:
+        out += ["", f"Crash loop: {sum(lp['plans'] for lp in loops)} plans, {sum(lp['steps'] for lp in loops)} steps "
+                f"over {len(loops)} rows, {sum(lp['crashes'] for lp in loops)} crashes."]
     return "\n".join(out) + "\n"
 
 
@@ -241,9 +287,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--plans", type=int, default=1)
     ap.add_argument("--time-limit", type=float, default=5.0)
+    ap.add_argument("--loop-time-limit", type=float, default=0.5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default=os.environ.get("OUT") or str(RESULTS))
+    ap.add_argument("--carry", default=None, help="an earlier torch_zoo.json: rows of models skipped here (their "
+                    "package is not installed) are copied from it, marked with that run's date")
     ap.add_argument("--note", default="CPU shared with other jobs (2 cores, 7 sessions): timings move by 10-20 % "
                                       "between runs.")
     args = ap.parse_args(argv)
@@ -255,11 +304,23 @@ def main(argv=None) -> int:
     def log(msg):
         print(f"[{time.perf_counter() - t0:6.0f}s] {msg}", flush=True)
 
+    skipped = []
     for name in args.models:
         try:
             rows += run_case(name, args, device, log)
         except ImportError as e:
             log(f"{name}: skipped ({e})")
+            skipped.append(name)
+    if skipped and args.carry:  # rows of a package missing here, from an earlier run, marked as such
+        try:
+            with open(args.carry) as f:
+                old = json.load(f)
+        except (OSError, ValueError):
+            old = {"rows": []}
+        when = old.get("meta", {}).get("date", "?")
+        for r in old["rows"]:
+            if r["model"] in skipped and not r.get("carried_from"):
+                rows.append({**r, "carried_from": when})
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": platform.machine() + " " + args.device,
             "torch": torch.__version__, "seconds": time.perf_counter() - t0, "note": args.note,
             "rounds": args.rounds, "plans": args.plans}

@@ -22,7 +22,7 @@ def _mlp():
     return model, torch.randn(32, 16)
 
 
-@pytest.mark.parametrize("budget", [1.0, "100%"])
+@pytest.mark.parametrize("budget", [1.0, "1", "100%", "150%", "1GiB", 10**9])
 def test_a_budget_at_or_above_keep_all_runs_the_plain_step(budget):
     model, x = _mlp()
     tp = hrt.plan(model, x, hrt.default_loss, budget=budget, time_limit=1, repeats=1)

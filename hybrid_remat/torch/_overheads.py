@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["Overheads"]
+__all__ = ["Overheads", "fixed_overheads"]
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Overheads:
     plain_step_s : float or None
         The measured plain step.
     source : str
-        ``"measured"`` or ``"none"`` (zeros: :func:`plan_graph` without a model).
+        ``"measured"``, ``"fixed"`` (:func:`fixed_overheads`) or ``"none"`` (zeros: :func:`plan_graph` without a model).
     """
 
     per_node_s: float = 0.0
@@ -83,3 +83,21 @@ class Overheads:
         if op_sum > plain_step_s:
             return cls(cost_scale=plain_step_s / op_sum, plain_step_s=plain_step_s, **kw)
         return cls(per_node_s=(plain_step_s - op_sum) / graph.n, plain_step_s=plain_step_s, **kw)
+
+
+#: Framework seconds per ATen op of an eager step (CPU, one thread), the unit of :func:`fixed_overheads`.
+FIXED_PER_NODE_S = 3e-5
+
+
+def fixed_overheads(graph, device=None) -> Overheads:
+    """Runtime costs that do not depend on a measurement (``plan(seed=...)``):
+    a fixed framework time per op and the runtimes' own costs in proportion
+    to it, the proportions of a calibration of HF GPT-2 on CPU (op-replay
+    recording 2.3 ops' time per forward op, 0.5 per replayed op; a
+    checkpointed call 2 ops, 0.1 per op in it; 0.3 per op of a selective
+    region).  The same figures on every run, so the choice repeats; the
+    predicted times are rougher than measured ones."""
+    per = FIXED_PER_NODE_S
+    n_fwd = int(graph.meta.get("torch", {}).get("n_forward", graph.n))
+    return Overheads(per_node_s=per, ops_fixed_s=2.3 * per * n_fwd, replay_node_s=0.5 * per,
+                     checkpoint_call_s=2 * per, checkpoint_op_s=0.1 * per, sac_op_s=0.3 * per, source="fixed")

@@ -10,6 +10,8 @@ predicted as the simulated time plus the runtime's own cost
   hand), and a greedy pool over every depth; within a pool, the shortest
   prefix that fits, in three orders (most dropped bytes per replay second
   first, first-called first, last-called first);
+* *fill*: a pool whose every module checkpointed is over the budget, with
+  the fewest modules of other depths added (disjoint, best ratio first);
 * *polish* of the best plan: leave out regions the budget does not need,
   and keep the outputs of heavy ops (convolutions, matmuls) in a region
   through a selective-checkpoint context when the time saved pays for the
@@ -101,6 +103,30 @@ def _prefix_search(ev: RegionEvaluator, order: list, family: str):
     return best
 
 
+def _fill(ev: RegionEvaluator, rm: RegionModel, pool: list, orders: list, family: str):
+    """Every module of ``pool`` and the fewest modules outside it (of other
+    depths, none nested in the pool's or in each other) that fit, the extras
+    taken in each of ``orders`` (e.g. most dropped bytes per replay second
+    first, most dropped bytes first); the fastest that fits, or None.
+    Per-layer checkpointing can be over the budget by what the layers'
+    surroundings keep (an embedding's normalised output): this adds the
+    cheapest replay of those surroundings."""
+    best = None
+    for order in orders:
+        extras = _disjoint(rm, list(pool) + [p for p in order if p not in pool])[len(pool):]
+        lo, hi = 1, len(extras)
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            c = ev([Region(p) for p in list(pool) + extras[:mid]], family)
+            if ev.fits(c):
+                hi = mid - 1
+                if best is None or (c.step_s, c.peak) < (best.step_s, best.peak):
+                    best = c
+            else:
+                lo = mid + 1
+    return best
+
+
 def _disjoint(rm: RegionModel, paths: list) -> list:
     """Greedy: keep paths (in the given order) none of whose calls nests in
     or contains an already chosen one's."""
@@ -163,12 +189,18 @@ def search_regions(problem, rm: RegionModel, overheads, *, t_end: float, evaluat
         ("first", lambda ps: sorted(ps, key=lambda p: first_call[p])),
         ("last", lambda ps: sorted(ps, key=lambda p: -first_call[p])),
     )
+    fill_orders = [sorted(stats, key=ratio, reverse=True), sorted(stats, key=lambda p: -stats[p][0])]
     for name, paths in sorted(pools.items(), key=lambda kv: -len(kv[1])):
         if time.perf_counter() > t_end and tried:
             break
-        tried.append(ev([Region(p) for p in paths], f"regions:{name}:all"))
+        whole = ev([Region(p) for p in paths], f"regions:{name}:all")
+        tried.append(whole)
         for oname, sort in orders:
             c = _prefix_search(ev, sort(paths), f"regions:{name}:{oname}")
+            if c is not None:
+                tried.append(c)
+        if not ev.fits(whole) and name != "greedy":
+            c = _fill(ev, rm, paths, fill_orders, f"regions:{name}:fill")
             if c is not None:
                 tried.append(c)
     fitting = [c for c in tried if ev.fits(c)]

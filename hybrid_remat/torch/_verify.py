@@ -15,7 +15,7 @@ import torch
 
 from ..errors import BudgetError, HybridRematError
 from ._calibrate import calibrate as measure_overheads
-from ._overheads import Overheads
+from ._overheads import Overheads, fixed_overheads
 from ._planner import _problem, executable_plan, interrupted_with, plan_graph
 from ._regions import Region
 from ._result import TorchPlan, budget_bytes, model_forward_end, ops_digest
@@ -40,16 +40,17 @@ def plan(
     budget,
     example_kwargs: dict | None = None,
     time_limit: float = 10.0,
-    costs: str = "measure",
+    costs: str | None = None,
     repeats: int = 3,
     cost_model=None,
     graph=None,
     name: str | None = None,
-    use_solvers: bool = True,
+    use_solvers: bool | None = None,
     mechanism: str = "auto",
     calibrate: bool = True,
     verify: bool = True,
     verify_steps: int = 5,
+    seed: int | None = None,
 ) -> TorchPlan:
     """Trace one training step of ``model`` and plan it under ``budget``.
 
@@ -72,11 +73,13 @@ def plan(
         Seconds for the search (``anytime_solve`` included); tracing,
         calibration and verification run a fixed number of steps on top.
     costs, repeats, cost_model
-        See :func:`~hybrid_remat.torch.trace`.
+        See :func:`~hybrid_remat.torch.trace` (``costs`` default:
+        ``"measure"``, with ``seed`` ``"flops"``).
     graph : Graph, optional
         A graph already traced from this model and inputs (skips tracing).
-    use_solvers : bool
-        Also map the plan of :func:`hybrid_remat.anytime.anytime_solve`.
+    use_solvers : bool, optional
+        Also map the plan of :func:`hybrid_remat.anytime.anytime_solve`
+        (default: yes, without ``seed``; its portfolio runs by the clock).
     mechanism : {"auto", "regions", "ops"}
         The runtime to plan for (see :func:`plan_graph`).
     calibrate : bool or Overheads
@@ -94,6 +97,18 @@ def plan(
         fastest whose live peak is within the budget
         (re-planning with a tighter budget when none is), and record the
         figures in ``measured``.
+    seed : int, optional
+        Plan deterministically: the same model, inputs and budget give the
+        same plan on every run.  Op times come from the FLOP roofline
+        (``costs="flops"``, unless ``costs`` is given), the runtimes' own
+        costs from fixed figures (:func:`~._overheads.fixed_overheads`, unless an
+        :class:`Overheads` is passed as ``calibrate``), the RNG is seeded
+        for the traced and measured steps (the caller's RNG state is
+        restored), and verification keeps the candidate with the lowest
+        predicted step time among those whose measured live peak (a
+        deterministic count) is within the budget; step times are still
+        measured and recorded in ``measured``.  The search stays bounded
+        by ``time_limit``: a search cut short by it may differ.
 
     Returns
     -------
@@ -111,10 +126,25 @@ def plan(
         device than the model.
     """
     loss_fn = require_loss(loss_fn, "plan()")
+    if seed is None:
+        return _plan(model, example_inputs, loss_fn, budget, example_kwargs, time_limit, costs or "measure", repeats,
+                     cost_model, graph, name, True if use_solvers is None else bool(use_solvers), mechanism,
+                     calibrate, verify, verify_steps, False)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise HybridRematError(f"seed must be an int or None, not {seed!r}")
+    with torch.random.fork_rng(devices=list(range(torch.cuda.device_count()))):
+        torch.manual_seed(seed)
+        return _plan(model, example_inputs, loss_fn, budget, example_kwargs, time_limit, costs or "flops", repeats,
+                     cost_model, graph, name, bool(use_solvers), mechanism,
+                     calibrate if isinstance(calibrate, Overheads) else "fixed", verify, verify_steps, True)
+
+
+def _plan(model, example_inputs, loss_fn, budget, example_kwargs, time_limit, costs, repeats, cost_model, graph, name,
+          use_solvers, mechanism, calibrate, verify, verify_steps, deterministic):
     if isinstance(model, torch.nn.Module) and not model.training:
         warnings.warn("hybrid_remat.torch.plan: the model is in eval mode; the step is traced and planned as it runs "
                       "now (no dropout, batch norms on running statistics). Call model.train() first to plan the "
-                      "training step", TorchPlanWarning, stacklevel=2)
+                      "training step", TorchPlanWarning, stacklevel=3)
     inputs = as_inputs(example_inputs)
     from ._cache_args import training_kwargs
 
@@ -125,6 +155,8 @@ def plan(
     )
     if isinstance(calibrate, Overheads):
         oh = calibrate
+    elif calibrate == "fixed":
+        oh = fixed_overheads(g, device)
     elif calibrate:
         oh = measure_overheads(model, inputs, loss_fn, kwargs, g, device)
     else:
@@ -144,7 +176,7 @@ def plan(
     if verify and not (tp.mechanism == "regions" and not tp.regions):  # the plain step needs no verification
         try:
             tp = _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, use_solvers, mechanism,
-                           oh, verify_steps)
+                           oh, verify_steps, deterministic)
         except KeyboardInterrupt as stop:  # PlanInterrupted of a re-plan too: the plan already found stands
             raise interrupted_with(tp, stop) from None
     tp.loss_fn = loss_fn
@@ -195,7 +227,8 @@ def measure_candidates(model, inputs, kwargs, loss_fn, device, plans, steps: int
     return out
 
 
-def _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, use_solvers, mechanism, oh, steps):
+def _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, use_solvers, mechanism, oh, steps,
+              deterministic=False):
     target = nbytes
     last = None
     with preserved_state(model):
@@ -205,6 +238,10 @@ def _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, us
                             strict=True):
                 c.measured = m
             fitting = [c for c in cands if c.measured["live_peak_bytes"] <= nbytes]
+            if fitting and deterministic:  # the prediction chooses (timings recorded, not deciding)
+                best = min(fitting, key=lambda c: (c.predicted_step_s, c.predicted_peak_bytes, c.family))
+                best.alternatives = [c for c in cands if c is not best]
+                return _at_budget(best, nbytes) if target != nbytes else best
             if fitting:
                 best = min(fitting, key=lambda c: c.measured.get("ratio", c.measured["step_s"]))
                 floor = 0.01 if device.type == "cuda" else 0.05  # GPU step times are steadier than a shared CPU's

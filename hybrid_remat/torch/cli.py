@@ -127,6 +127,13 @@ def make_inputs(shapes, dtypes, high: int, device: str):
 
 def run(args) -> int:
     """Trace, plan and write; returns 0.  Errors are HybridRematError."""
+    try:
+        return _run(args)
+    except KeyboardInterrupt as stop:  # a signal before planning began (importing torch, the factory, the inputs)
+        return _interrupted(args, stop)
+
+
+def _run(args) -> int:
     import torch
 
     from . import default_loss
