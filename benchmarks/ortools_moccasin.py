@@ -86,7 +86,7 @@ def run_one(form, name: str, frac: float, time_limit: float) -> dict:
     warm, warm_name, tried = best_heuristic_plan(problem)
     heur_s = time.perf_counter() - t0
     warm_tdi = simulate(problem, warm).tdi_pct if warm is not None else None
-    res = form.solve(problem, incumbent=warm, limits=Limits.seconds(time_limit), seed=0, threads=1)
+    res = form.solve(problem, incumbent=warm, limits=Limits.seconds(time_limit), seed=0)
     row = {"graph": name, "n": g.n, "m": g.m, "fraction": frac, "budget": budget, "keep_all_peak": peak,
            "status": res.status, "model_status": res.stats.get("model_status"), "hint": res.stats.get("hint"),
            "warm_start": warm_name, "warm_tdi_pct": warm_tdi, "heuristics": tried, "heuristics_s": heur_s,

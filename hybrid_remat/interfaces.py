@@ -245,25 +245,14 @@ class Formulation:
         raise NotImplementedError
 
     @staticmethod
-    def limits_of(limits=None, *, time_limit=None, node_limit=None, stop=None):
+    def limits_of(limits=None):
         """``limits``, or no limits when ``None`` (a direct caller's
-        ``solve(problem)``).  The built-ins pass ``limits`` alone (a formulation
-        on SCIP uses :func:`hybrid_remat.scip.solve_limits`, which adds a default
-        time limit and a stop flag); the keywords, the tighter of each, serve
-        third-party formulations that still take their own direct-call keywords
-        beside ``limits`` (``hybrid-remat-ortools`` as installed)."""
-        from dataclasses import replace
-
+        ``solve(problem)``); a formulation on SCIP uses
+        :func:`hybrid_remat.scip.solve_limits`, which adds a default time
+        limit and a stop flag."""
         from .limits import Limits
 
-        lim = limits if limits is not None else Limits()
-        if time_limit is not None:
-            lim = lim.share(float(time_limit))
-        if node_limit is not None and (lim.nodes is None or node_limit < lim.nodes):
-            lim = replace(lim, nodes=int(node_limit))
-        if stop is not None and lim.stop is None:
-            lim = replace(lim, stop=stop)
-        return lim
+        return limits if limits is not None else Limits()
 
     def __repr__(self) -> str:
         return f"<formulation {self.name}@{self.version}>"

@@ -64,3 +64,13 @@ def test_the_portfolio_and_core_sit_below_what_uses_them():
                                                              "hetero")}, below_core
     workers = nx.descendants(g, "hybrid_remat.portfolio.workers")
     assert "hybrid_remat.portfolio.scheduler" not in workers and "hybrid_remat.portfolio.runner" not in workers
+
+
+#: the longest a module may grow (issue 21: small modules with one job)
+MAX_LINES = 600
+
+
+def test_no_module_over_600_lines():
+    long = {str(p.relative_to(ROOT.parent)): n for p in ROOT.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"

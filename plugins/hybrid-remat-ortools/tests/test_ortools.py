@@ -15,6 +15,7 @@ from hybrid_remat_ortools import CpSatRemat, event_index, plan_to_intervals
 
 from hybrid_remat import Problem, generators, plugins, simulate
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
+from hybrid_remat.limits import Limits
 from hybrid_remat.plan import keep_all_plan, plan_from_order
 from hybrid_remat.testing import check_formulation, standard_instances
 
@@ -76,7 +77,7 @@ def test_optimal_within_the_staged_space_matches_brute_force(seed):
         p = Problem.single(g, budget)
         best = min((r.total_time for r in (simulate(p, plan_from_order(g, s, "cost")) for s in seqs) if r.valid),
                    default=np.inf)
-        res = CpSatRemat(max_computations=g.n).solve(p, time_limit=30)
+        res = CpSatRemat(max_computations=g.n).solve(p, limits=Limits.seconds(30))
         if np.isinf(best):
             assert res.plan is None and res.stats["model_status"] == "INFEASIBLE"
             continue
@@ -91,7 +92,7 @@ def test_optimal_within_the_staged_space_matches_brute_force(seed):
 def test_two_computations_per_node_bounds_the_plan():
     g = generators.random_dag(7, p=0.45, seed=11, max_bytes=8)
     p = Problem.single(g, min_feasible_budget(g) + 2)
-    res = CpSatRemat(max_computations=2).solve(p, time_limit=30)
+    res = CpSatRemat(max_computations=2).solve(p, limits=Limits.seconds(30))
     if res.plan is not None:
         counts = np.bincount(res.plan.node[res.plan.op == 0], minlength=g.n)
         assert counts.max() <= 2 and counts.min() >= 1
@@ -121,7 +122,7 @@ def test_streamed_incumbents_are_valid_and_improve():
         assert r.valid and source == "ortools"
         seen.append(r.total_time)
 
-    res = CpSatRemat().solve(p, time_limit=30, node_limit=20000, on_incumbent=on_incumbent)
+    res = CpSatRemat().solve(p, limits=Limits.seconds(30, nodes=20000), on_incumbent=on_incumbent)
     assert res.plan is not None and seen
     assert seen == sorted(seen, reverse=True) and len(set(seen)) == len(seen)
     assert seen[-1] == pytest.approx(res.objective)
@@ -130,9 +131,9 @@ def test_streamed_incumbents_are_valid_and_improve():
 
 def test_warm_start_from_a_heuristic_plan_is_used():
     inst = standard_instances()[4]  # random_dag_n10_s3@tight: infeasible in the reference order with C=2
-    assert CpSatRemat().solve(inst.problem, time_limit=10).plan is None
+    assert CpSatRemat().solve(inst.problem, limits=Limits.seconds(10)).plan is None
     seen = []
-    res = CpSatRemat().solve(inst.problem, incumbent=inst.witness, time_limit=10,
+    res = CpSatRemat().solve(inst.problem, incumbent=inst.witness, limits=Limits.seconds(10),
                              on_incumbent=lambda plan, src: seen.append(plan))
     assert res.stats["hint"] == "full" and res.stats["order"] == "incumbent"
     assert res.plan is not None and res.objective <= simulate(inst.problem, inst.witness).total_time
@@ -146,7 +147,7 @@ def test_stop_event_ends_the_search():
     timer = threading.Timer(0.5, stop.set)
     timer.start()
     try:
-        res = CpSatRemat().solve(p, time_limit=300, stop=stop)
+        res = CpSatRemat().solve(p, limits=Limits.seconds(300, stop=stop))
     finally:
         timer.cancel()
     assert res.stats["stopped"] and res.stats["model_status"] in ("UNKNOWN", "FEASIBLE")
@@ -154,15 +155,15 @@ def test_stop_event_ends_the_search():
     assert res.plan is None or simulate(p, res.plan).valid
     stop_now = threading.Event()
     stop_now.set()
-    assert CpSatRemat().solve(p, time_limit=300, stop=stop_now).stats["solve_s"] == 0.0
+    assert CpSatRemat().solve(p, limits=Limits.seconds(300, stop=stop_now)).stats["solve_s"] == 0.0
 
 
 def test_deterministic_for_a_seed():
     g = generators.random_layered(30, seed=7)
     lo, hi = min_feasible_budget(g), keep_all_peak(g)
     p = Problem.single(g, lo + (hi - lo) * 8 // 10)
-    a = CpSatRemat().solve(p, time_limit=60, node_limit=3000, seed=5)
-    b = CpSatRemat().solve(p, time_limit=60, node_limit=3000, seed=5)
+    a = CpSatRemat().solve(p, limits=Limits.seconds(60, nodes=3000), seed=5)
+    b = CpSatRemat().solve(p, limits=Limits.seconds(60, nodes=3000), seed=5)
     assert a.status == b.status and a.objective == b.objective
     assert (a.plan is None) == (b.plan is None) and (a.plan is None or a.plan == b.plan)
 
@@ -216,17 +217,17 @@ def test_used_by_the_cli(tmp_path, capsys):
 def test_keep_all_fits_means_optimal_without_recomputation():
     g = generators.random_layered(60, seed=9)
     p = Problem.single(g, "100%")
-    res = CpSatRemat().solve(p, incumbent=keep_all_plan(g, "cost"), time_limit=20)
+    res = CpSatRemat().solve(p, incumbent=keep_all_plan(g, "cost"), limits=Limits.seconds(20))
     assert res.status == "optimal" and res.objective == pytest.approx(p.base_cost)
 
 
 def test_phase_one_finds_a_plan_within_budget_without_an_incumbent():
     g = generators.random_layered(60, seed=5)
     p = Problem.single(g, "85%")
-    res = CpSatRemat(presolve=False).solve(p, time_limit=30, node_limit=5000)
+    res = CpSatRemat(presolve=False).solve(p, limits=Limits.seconds(30, nodes=5000))
     assert res.stats["phase1"]["found"] and res.stats["hint"].startswith("phase1")
     assert res.plan is not None and simulate(p, res.plan).valid
-    without = CpSatRemat(phase1_share=0).solve(p, time_limit=1, node_limit=100)
+    without = CpSatRemat(phase1_share=0).solve(p, limits=Limits.seconds(1, nodes=100))
     assert without.stats["phase1"] == {}
     with pytest.raises(Exception, match="phase1_share"):
         CpSatRemat(phase1_share=1.5)
@@ -235,9 +236,9 @@ def test_phase_one_finds_a_plan_within_budget_without_an_incumbent():
 def test_incumbent_beyond_c_computations_triggers_phase_one():
     inst = standard_instances()[2]  # training9@tight: its witness computes node 0 three times
     assert inst.name == "training9@tight"
-    res = CpSatRemat(max_computations=2).solve(inst.problem, incumbent=inst.witness, time_limit=10)
+    res = CpSatRemat(max_computations=2).solve(inst.problem, incumbent=inst.witness, limits=Limits.seconds(10))
     assert res.stats["phase1"] and not res.stats["phase1"]["found"]  # C = 2 cannot fit this budget
     assert res.stats["hint"] == "partial" and res.plan is None and res.status == "no_solution"
-    res3 = CpSatRemat(max_computations=3).solve(inst.problem, incumbent=inst.witness, time_limit=10)
+    res3 = CpSatRemat(max_computations=3).solve(inst.problem, incumbent=inst.witness, limits=Limits.seconds(10))
     assert res3.stats["phase1"] == {} and res3.stats["hint"] == "full"
     assert res3.plan is not None and res3.objective <= simulate(inst.problem, inst.witness).total_time

@@ -22,6 +22,7 @@ SCRIPT = textwrap.dedent('''
     import ctypes, json, signal, sys, threading, time
     from hybrid_remat import Problem, generators
     from hybrid_remat_ortools import CpSatRemat
+    from hybrid_remat.limits import Limits
 
     libc = ctypes.CDLL(None)
     libc.signal.restype = ctypes.c_void_p
@@ -42,7 +43,7 @@ SCRIPT = textwrap.dedent('''
     before = c_handler()
     if mode == "after":  # a finished solve must leave Ctrl-C working
         p = Problem.single(generators.random_layered(30, seed=1), "90%")
-        res = CpSatRemat().solve(p, time_limit=5, node_limit=2000)
+        res = CpSatRemat().solve(p, limits=Limits.seconds(5, nodes=2000))
         out["status"] = res.status
         try:
             signal.raise_signal(signal.SIGINT)
@@ -59,7 +60,7 @@ SCRIPT = textwrap.dedent('''
         timer = ctrl_c_after(1.0)
         t0 = time.perf_counter()
         try:
-            res = form.solve(p, time_limit=600, stop=stop)
+            res = form.solve(p, limits=Limits.seconds(600, stop=stop))
             out["returned"] = {"stopped": res.stats["stopped"], "model_status": res.stats["model_status"],
                                "phase1": res.stats["phase1"], "valid_plan": res.plan is not None}
         except KeyboardInterrupt:

@@ -44,8 +44,7 @@ the real solve (else the incumbent's partial hint is used).
 
 Stopping
 --------
-``solve`` honours its :class:`~hybrid_remat.limits.Limits` (or the older
-``time_limit``/``node_limit``/``stop``): the model build checks the deadline
+``solve`` honours its :class:`~hybrid_remat.limits.Limits`: the model build checks the deadline
 and ``stop`` as it goes; CP-SAT runs in a helper thread with
 ``catch_sigint_signal`` off (CP-SAT's own SIGINT handler would swallow
 Ctrl-C during the solve and leave ``SIG_DFL`` installed afterwards, so a
@@ -472,8 +471,9 @@ class CpSatRemat(Formulation):
     --------
     >>> from hybrid_remat import Problem, generators
     >>> from hybrid_remat_ortools import CpSatRemat
+    >>> from hybrid_remat.limits import Limits
     >>> p = Problem.single(generators.random_dag(8, seed=1), "100%")
-    >>> CpSatRemat().solve(p, time_limit=5).status
+    >>> CpSatRemat().solve(p, limits=Limits.seconds(5)).status
     'optimal'
     """
 
@@ -493,7 +493,7 @@ class CpSatRemat(Formulation):
         return 2.0 * BUILD_C * float(problem.graph.n) ** BUILD_K
 
     def __init__(self, max_computations: int = 2, phase1_share: float = 0.5, presolve: bool | None = None,
-                 interleave: int = 1):
+                 interleave: int = 1, threads: int = 1):
         if max_computations < 1:
             raise SolverError("max_computations must be >= 1")
         if not 0 <= phase1_share < 1:
@@ -502,23 +502,22 @@ class CpSatRemat(Formulation):
         self.phase1_share = float(phase1_share)
         self.presolve = presolve
         self.interleave = int(interleave)
+        self.threads = max(1, int(threads))
 
-    def solve(self, problem, *, incumbent=None, time_limit: float | None = None, node_limit=None, seed: int = 0,
-              threads: int = 1, on_incumbent=None, on_bound=None, stop: threading.Event | None = None,
-              limits: Limits | None = None):
+    def solve(self, problem, *, incumbent=None, limits: Limits | None = None, seed: int = 0, on_incumbent=None,
+              on_bound=None):
         """Solve with CP-SAT; see the module docstring for the model, what
         ``status`` and ``lower_bound`` mean here, and how it stops.
 
-        ``limits`` (or ``time_limit``/``node_limit``/``stop``; the tighter of
-        each) bound the run: ``nodes`` caps CP-SAT's conflicts
+        ``limits`` bound the run: ``nodes`` caps CP-SAT's conflicts
         (deterministic), the deadline its time, ``stop`` ends it within
-        about 0.05 s.  ``threads`` sets its workers, ``seed`` its random
+        about 0.05 s.  ``threads`` (the constructor's) sets its workers, ``seed`` its random
         seed.  ``incumbent`` (a valid plan) fixes the topological order and
         is given as a complete hint.
         """
         t0 = time.perf_counter()
-        lim = self.limits_of(limits, time_limit=time_limit, node_limit=node_limit, stop=stop)
-        stop, node_limit = lim.stop, lim.nodes
+        lim = self.limits_of(limits)
+        stop, node_limit, threads = lim.stop, lim.nodes, self.threads
         if not problem.is_single_device:
             raise SolverError(f"{self.name} handles single-device problems only")
         g = problem.graph
