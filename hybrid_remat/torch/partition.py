@@ -1,0 +1,377 @@
+"""Our planner as ``torch.compile``'s partitioner, not only its knapsack.
+
+:class:`CompilePartitioner` is a ``CustomPartitionerFn``
+(``torch._inductor.config.custom_partitioner_fn``, or the partition function
+of an ``aot_autograd`` backend).  AOTAutograd hands it the joint
+forward+backward graph; it chooses the values the forward saves for the
+backward -- every other value the backward reads is recomputed there from
+the saved ones -- and lets torch's own min-cut machinery extract, reorder
+and clean the two graphs (only the choice of saved values is ours).
+
+The choice: the joint graph is mapped to a remat graph
+(:func:`~hybrid_remat.torch._joint.joint_to_graph`, gradients counted: a
+compiled backward returns them all at its end), candidates are simulated and
+the fastest whose simulated peak fits the budget wins.  Candidates: the
+partitions of PT2's own min-cut at several ``activation_memory_budget``
+values, and the keep sets of the eager planner's search
+(:func:`~hybrid_remat.torch._planner.search_keep_set`), each turned into the
+saved values it implies.  Random ops (``native_dropout``, ``rand_like``...)
+are always saved, never recomputed: without a replayed RNG state a
+recomputation draws another mask (gradients would differ from eager).
+
+The budget is the step's peak in bytes above what is allocated before it
+(parameters, inputs, and gradients that already exist): bytes or a size
+(``"2GiB"``), or a fraction / percentage of the keep-all peak.  One budget
+spans the program's graphs (graph breaks, :class:`~.compile.Program`).
+
+One line::
+
+    part = hrt.CompilePartitioner("300MB")
+    step = torch.compile(model, backend=part.backend("inductor"))   # or "aot_eager"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import time
+import warnings
+
+import numpy as np
+from torch._inductor.custom_graph_pass import CustomPartitionerFn, get_hash_for_files
+
+from ..budgets import keep_all_peak
+from ..errors import BudgetError, HybridRematError
+from ..graph import Graph
+from ..problem import Device, Problem
+from ..simulate import simulate
+from ._joint import joint_to_graph
+from ._planner import executable_plan, search_keep_set
+from .compile import Program, is_rng_node
+
+__all__ = ["CompilePartitioner", "HAS_CPU_OFFLOAD"]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SOURCES = tuple(os.path.join(_HERE, f) for f in ("partition.py", "compile.py", "_joint.py", "_planner.py",
+                                                   "cost_model.py"))
+#: PT2's own ``activation_memory_budget`` values whose min-cut partitions are candidates.
+PT2_BUDGETS = (1.0, 0.5, 0.2, 0.0)
+
+
+def _has_cpu_offload() -> bool:
+    from torch.utils import checkpoint
+
+    return hasattr(getattr(checkpoint, "CheckpointPolicy", None), "MUST_CPU_OFFLOAD")
+
+
+#: Whether this torch has ``CheckpointPolicy.MUST_CPU_OFFLOAD`` (activation offloading in the partitioner).
+HAS_CPU_OFFLOAD = _has_cpu_offload()
+
+
+class CompilePartitioner(CustomPartitionerFn):
+    """Partitions ``torch.compile``'s joint graph under a peak-memory budget.
+
+    Parameters
+    ----------
+    budget : int, float or str
+        The compiled step's peak in bytes (above what exists before it):
+        ``123456``, ``"300MB"``, ``"1.5GiB"``; or a fraction of the keep-all
+        peak (``0.5``, ``"50%"``).  Spread over the program's graphs.
+    time_limit : float
+        Seconds per joint graph.
+    use_solvers : bool
+        Also map the plan of ``anytime_solve`` (slower).
+    offload : bool
+        On CUDA, offload saved values to the CPU (``MUST_CPU_OFFLOAD``
+        semantics, through torch's activation offloading) instead of
+        recomputing them where that is predicted cheaper.  On CPU there is
+        no other memory to offload to: refused with a clear error.
+    over_budget : {"raise", "warn"}
+        No partition fits: ``"raise"`` a :class:`~hybrid_remat.errors.BudgetError`
+        naming the lowest peak found and a budget that plans, or ``"warn"``
+        and use the lowest-peak partition.  A graph whose peak no choice
+        changes (a leftover graph after a break, nothing to recompute) that
+        still fits the program's budget is accepted with a warning.
+
+    Attributes
+    ----------
+    reports : list of dict
+        One per joint graph: budget, predicted peak and time, family chosen,
+        saved bytes, candidates, seconds.
+
+    Examples
+    --------
+    >>> import hybrid_remat.torch as hrt
+    >>> part = hrt.CompilePartitioner("64MiB", time_limit=2)
+    >>> part.program.spec.bytes
+    67108864
+    >>> hrt.CompilePartitioner(1.5)
+    Traceback (most recent call last):
+    ...
+    hybrid_remat.errors.BudgetError: budget 1.5 is ambiguous: a number above 1 without a unit must be whole bytes; write 150% or a size such as 1.5GB
+    """
+
+    def __init__(self, budget, time_limit: float = 5.0, *, use_solvers: bool = False, offload: bool = False,
+                 over_budget: str = "raise"):
+        if over_budget not in ("raise", "warn"):
+            raise HybridRematError(f"over_budget must be 'raise' or 'warn', not {over_budget!r}")
+        if not (isinstance(time_limit, (int, float)) and not isinstance(time_limit, bool)
+                and math.isfinite(time_limit) and time_limit > 0):
+            raise HybridRematError(f"time_limit must be a positive number of seconds, not {time_limit!r}")
+        if offload and not HAS_CPU_OFFLOAD:
+            raise HybridRematError("offload=True needs CheckpointPolicy.MUST_CPU_OFFLOAD, which this torch lacks")
+        self.program = Program(budget)
+        self.budget = budget
+        self.time_limit = float(time_limit)
+        self.use_solvers = bool(use_solvers)
+        self.offload = bool(offload)
+        self.over_budget = over_budget
+        self.reports: list[dict] = []
+
+    def __repr__(self) -> str:
+        return f"CompilePartitioner(budget={self.budget!r}, time_limit={self.time_limit})"
+
+    def uuid(self):
+        return get_hash_for_files(_SOURCES, f"{self.budget!r}|{self.time_limit}|{self.use_solvers}|{self.offload}|"
+                                            f"{self.over_budget}")
+
+    def reset(self) -> None:
+        """Start a new program (forget what earlier graphs hold); :meth:`patch` does it on entry."""
+        self.program.reset()
+
+    # ------------------------------------------------------------ doors
+    def install(self) -> CompilePartitioner:
+        """Make inductor use this partitioner (process-wide config)."""
+        from torch._inductor import config
+
+        config.custom_partitioner_fn = self
+        return self
+
+    @contextlib.contextmanager
+    def patch(self):
+        """:meth:`install` for the ``with`` block only (compile inside it)."""
+        from torch._inductor import config
+
+        self.reset()
+        with config.patch(custom_partitioner_fn=self):
+            yield self
+
+    def backend(self, kind: str = "inductor"):
+        """A ``torch.compile`` backend partitioning with this partitioner:
+        ``"inductor"`` (code generation) or ``"aot_eager"`` (ATen graphs run
+        eagerly, no decompositions: random ops draw as eager does)."""
+        if kind == "inductor":
+            def inductor(gm, example_inputs):
+                from torch._inductor import config
+                from torch._inductor.compile_fx import compile_fx
+
+                with config.patch(custom_partitioner_fn=self):
+                    return compile_fx(gm, example_inputs)
+
+            return inductor
+        if kind == "aot_eager":
+            from torch._dynamo.backends.common import aot_autograd
+            from torch._dynamo.backends.debugging import get_nop_func
+
+            return aot_autograd(fw_compiler=get_nop_func(), bw_compiler=get_nop_func(),
+                                partition_fn=functools.partial(self, compiler="inductor"))
+        raise HybridRematError(f"backend kind must be 'inductor' or 'aot_eager', not {kind!r}")
+
+    # ------------------------------------------------------------ partition
+    def __call__(self, gm, joint_inputs, **kwargs):
+        from unittest import mock
+
+        from torch._functorch import partitioners
+
+        original = partitioners.choose_saved_values_set
+        kwargs.setdefault("compiler", "inductor")
+        choose = functools.partial(self._choose, original)
+        with mock.patch.object(partitioners, "choose_saved_values_set", choose):
+            fw, bw = partitioners.min_cut_rematerialization_partition(gm, joint_inputs, **kwargs)
+        return fw, bw
+
+    def _choose(self, original, joint_graph, node_info, memory_budget=1.0):
+        t0 = time.perf_counter()
+        report: dict = {}
+        try:
+            saved = self._plan(original, joint_graph, node_info, t0 + self.time_limit, report)
+        finally:
+            report["seconds"] = time.perf_counter() - t0
+            self.reports.append(report)
+        return saved
+
+    def _plan(self, original, joint_graph, node_info, t_end, report):
+        jg = joint_to_graph(joint_graph, node_info)
+        g = _with_gradient_bytes(jg)
+        kind = g.cost_kinds[0]
+        if self.offload and kind != "gpu":
+            raise HybridRematError("CompilePartitioner(offload=True): the graph runs on the CPU; there is no other "
+                                   "memory to offload to (use offload=False)")
+        nbytes, program = self.program.allowance(g)
+        problem = Problem(g, [Device(kind, kind, nbytes)], check=False)
+        owner = jg.owner
+        fixed = _must_save(jg)
+        cands: dict[str, list] = {}
+        for b in PT2_BUDGETS:  # PT2's own partitions (its default first)
+            if b == 1.0 or time.perf_counter() < t_end:
+                with contextlib.suppress(Exception):  # noqa: BLE001 - a PT2 knapsack failing is no candidate
+                    cands.setdefault(f"pt2:{b:g}", list(original(joint_graph, node_info, memory_budget=b)))
+        if time.perf_counter() < t_end:
+            _, _, ev = search_keep_set(problem, time_limit=max(0.0, (t_end - time.perf_counter()) * 0.6),
+                                       use_solvers=self.use_solvers)
+            seen = list(ev.seen.values())
+            fitting = sorted((c for c in seen if c.peak <= nbytes), key=lambda c: c.step_s)[:6]
+            lowest = sorted(seen, key=lambda c: c.peak)[:3]
+            for c in fitting + lowest:
+                keep = np.asarray(c.keep, dtype=bool) | fixed
+                cands.setdefault(f"keep-set:{c.family}", saved_values_of(joint_graph, node_info, jg, keep))
+        scored = []
+        for fam, saved in cands.items():
+            if not scored or time.perf_counter() < t_end + self.time_limit:  # scoring is cheap: a grace period
+                if any(is_rng_node(x) for x in recomputed_nodes(joint_graph, node_info, saved)):
+                    continue  # a PT2 partition recomputing a random op: never ours
+                keep = jg.keep_of(saved)
+                sim = simulate(problem, executable_plan(g, keep, kind), check_budget=False)
+                if not sim.valid:
+                    raise HybridRematError(f"internal: partition {fam} does not simulate: {sim.error}")
+                peak = int(next(iter(sim.peak_bytes.values())))
+                scored.append((peak > nbytes, sim.total_time, peak, fam, saved, keep))
+        if not scored:  # every PT2 partition recomputes randomness and no search ran: save what backward reads
+            keep = np.ones(jg.n_forward, dtype=bool)
+            saved = saved_values_of(joint_graph, node_info, jg, keep)
+            sim = simulate(problem, executable_plan(g, jg.keep_of(saved), kind), check_budget=False)
+            peak = int(next(iter(sim.peak_bytes.values())))
+            scored.append((peak > nbytes, sim.total_time, peak, "save-all", saved, jg.keep_of(saved)))
+        scored.sort(key=lambda x: (x[0], x[1] if not x[0] else x[2]))
+        over, t_pred, peak, fam, saved, keep = scored[0]
+        default = next((s for s in scored if s[3] == "pt2:1"), None)
+        kap = max(1, keep_all_peak(g))
+        report.update({
+            "n_nodes": g.n, "n_forward": jg.n_forward, "budget_bytes": int(nbytes), "keep_all_peak_bytes": int(kap),
+            "predicted_peak_bytes": peak, "predicted_time_s": t_pred, "family": fam, "fits": not over,
+            "n_candidates": len(scored), "n_random_saved": int(fixed.sum()), "program": program,
+            "pt2_default_peak_bytes": None if default is None else default[2],
+            "pt2_default_time_s": None if default is None else default[1],
+            "candidates": {s[3]: {"peak_bytes": s[2], "time_s": s[1]} for s in scored},
+        })
+        lowest_peak = min(s[2] for s in scored)
+        if over and lowest_peak >= max(s[2] for s in scored) and peak <= program["target_bytes"]:
+            # no choice changes this graph's peak (a leftover graph with nothing to recompute) and it fits the
+            # program's budget on its own: it spends its bytes from the program; later graphs get what is left
+            report["no_choice"] = True
+            over = False
+            warnings.warn(f"hybrid_remat CompilePartitioner: a compiled graph ({g.n} nodes) peaks at {peak} B whatever "
+                          f"is recomputed, over the {nbytes} B the program has left; counted against the program's "
+                          f"budget of {program['target_bytes']} B", RuntimeWarning, stacklevel=2)
+        if over:
+            hint = (repr(math.ceil(1000.0 * peak / kap) / 1000.0) if self.program.relative and peak <= kap
+                    else f"{int(peak) + int(program['held_before_bytes'])}")
+            what = (f"no partition of this compiled graph ({g.n} nodes) fits {nbytes} B: the lowest simulated peak "
+                    f"found is {peak} B, {100.0 * peak / kap:.1f}% of its keep-all peak {kap} B")
+            if self.over_budget == "raise":
+                err = BudgetError(f"hybrid_remat CompilePartitioner: {what}; budget={hint} plans "
+                                  "(or CompilePartitioner(..., over_budget='warn') to use that partition)")
+                report.update(error=str(err), budget_hint=hint)
+                raise err
+            warnings.warn(f"hybrid_remat CompilePartitioner: {what}; using it", RuntimeWarning, stacklevel=2)
+        held, held_all = _held(jg, g, keep)
+        self.program.hold(held, held_all)
+        report["held_bytes"] = held
+        report["saved_bytes"] = held
+        return saved
+
+
+def _with_gradient_bytes(jg) -> Graph:
+    """The joint graph with the gradients' bytes counted: a compiled backward
+    returns them together at its end (they are alive then, whatever the
+    optimizer does next)."""
+    import dataclasses
+
+    from torch._functorch.partitioners import _size_of
+
+    g = jg.graph
+    full = np.array([_size_of(n) for n in jg.fx_nodes], dtype=np.int64)
+    nb = np.where(np.arange(g.n) >= jg.n_forward, np.maximum(full, g.bytes), g.bytes)
+    nb.setflags(write=False)
+    return dataclasses.replace(g, bytes=nb)
+
+
+def _must_save(jg) -> np.ndarray:
+    """Forward nodes that are never recomputed: random ops (no RNG replay),
+    ``MUST_SAVE`` tags, and calls that are not ATen ops."""
+    import operator
+
+    from torch._ops import OpOverload
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    fixed = np.zeros(jg.n_forward, dtype=bool)
+    for n, o in jg.owner.items():
+        if o is None or o >= jg.n_forward:
+            continue
+        tgt = n.target
+        if (is_rng_node(n) or n.meta.get("recompute") == CheckpointPolicy.MUST_SAVE
+                or not (isinstance(tgt, OpOverload) or tgt is operator.getitem)):
+            fixed[o] = True
+    return fixed
+
+
+def saved_values_of(joint_graph, node_info, jg, keep) -> list:
+    """The FX values a partition saves when the forward nodes ``keep`` stay
+    resident: what the backward reads, each either saved (kept, a primal, a
+    symbolic size) or recomputed from its own inputs, recursively."""
+    import torch
+
+    def stop(x):
+        o = jg.owner.get(x)
+        return isinstance(x.meta.get("val"), torch.Tensor) and o is not None and o < jg.n_forward and bool(keep[o])
+
+    return _closure(joint_graph, node_info, stop)[0]
+
+
+def recomputed_nodes(joint_graph, node_info, saved) -> list:
+    """The forward FX nodes that the backward of a partition saving ``saved`` runs again."""
+    saved = set(saved)
+    return _closure(joint_graph, node_info, lambda x: x in saved)[1]
+
+
+def _closure(joint_graph, node_info, is_saved) -> tuple[list, list]:
+    import torch
+
+    primals = set(node_info.inputs)
+    saved: dict = {}
+    again: dict = {}
+    seen: set = set()
+    stack = []
+    for n in joint_graph.nodes:  # what the backward computes reads what it does not: saved or recomputed
+        if n.op in ("placeholder", "output") or not node_info.is_required_bw(n):
+            continue
+        stack.extend(a for a in n.all_input_nodes if not node_info.is_required_bw(a))
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if x.op == "placeholder":
+            if x in primals:
+                saved[x] = None
+            continue
+        if isinstance(x.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)) or is_saved(x):
+            saved[x] = None
+            continue
+        again[x] = None
+        stack.extend(x.all_input_nodes)
+    order = {n: i for i, n in enumerate(joint_graph.nodes)}
+    return sorted(saved, key=order.get), sorted(again, key=order.get)
+
+
+def _held(jg, g, keep) -> tuple[int, int]:
+    """Bytes the partition keeps for the backward (``keep`` & read by it), and the same had it kept every
+    forward value the backward reads."""
+    n_fwd = jg.n_forward
+    read = np.zeros(n_fwd, dtype=bool)
+    e = np.asarray(g.edges()).reshape(-1, 2)
+    read[e[(e[:, 0] < n_fwd) & (e[:, 1] >= n_fwd), 0]] = True
+    fb = g.bytes[:n_fwd]
+    return int(fb[keep & read].sum()), int(fb[read].sum())
