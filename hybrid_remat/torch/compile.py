@@ -248,7 +248,7 @@ class CompileSolver(CustomKnapsackSolver):
                           f"budget of {program['target_bytes']} B", RuntimeWarning, stacklevel=3)
         if not over:
             held, held_all = self._held_bytes(jg, joint_graph, node_info, best, items, options)
-            self.program.hold(held, held_all)
+            self.program.hold(held, held_all, int(peak))
             report.update(held_bytes=held)
         if over:
             kap = max(1, keep_all_peak(g))
@@ -301,16 +301,42 @@ class Program:
                               f"not {budget!r}")
         self.spec = parse_budget_spec(budget)  # BudgetError naming the spelling (1.5, '0', '-1GB', 'lots')
         self.budget = budget
-        self.reset()
+        self.forget()
 
     @property
     def relative(self) -> bool:
         return self.spec.fraction is not None
 
     def reset(self) -> None:
+        """Start the program again (a new compile of it): what its graphs
+        needed last time is kept, so that earlier graphs leave room for later
+        ones (:attr:`overshoot`); :meth:`forget` drops it."""
+        graphs = getattr(self, "graphs", [])
+        if graphs:  # room graph k leaves for later ones: max over j > k of (j's peak + what k+1..j-1 hold)
+            self.reserve = [max([graphs[j]["peak"] + sum(graphs[i]["held"] for i in range(k + 1, j))
+                                 for j in range(k + 1, len(graphs))], default=0) for k in range(len(graphs))]
         self.held = 0  # bytes the program's earlier graphs hold for their backward (their partitions)
         self.held_all = 0  # the same, had they saved everything
         self.keep_all_peak = 0  # the program's keep-all peak so far
+        self.graphs: list[dict] = []  # per graph of this pass: predicted peak, held bytes, target
+
+    def forget(self) -> None:
+        """Forget the program's graphs entirely (another program follows)."""
+        self.graphs = []
+        self.reserve = []
+        self.reset()
+
+    @property
+    def predicted_peak(self) -> int:
+        """The program's predicted peak so far: the largest of a graph's peak plus what earlier graphs hold."""
+        return max((r["peak"] + r["held_before"] for r in self.graphs), default=0)
+
+    @property
+    def overshoot(self) -> int:
+        """Bytes by which this pass's predicted peak exceeds the budget (0: it fits).  Positive when a later
+        graph (a graph break's leftover) needed more than earlier graphs left it: compile the program again
+        (``torch._dynamo.reset()``, then :meth:`reset`): earlier graphs then leave that room."""
+        return max((max(0, r["peak"] + r["held_before"] - r["target"]) for r in self.graphs), default=0)
 
     def allowance(self, g) -> tuple[int, dict]:
         """Bytes the step of graph ``g`` (the next one of the program) may
@@ -321,13 +347,21 @@ class Program:
             target = max(1, math.floor(float(self.spec.fraction) * self.keep_all_peak))
         else:
             target = int(self.spec.resolve(0))
-        allowed = max(1, target - self.held)
+        k = len(self.graphs)
+        reserve = self.reserve[k] if k < len(getattr(self, "reserve", [])) else 0
+        allowed = max(1, target - self.held - reserve)
+        self._pending = {"target": int(target), "held_before": int(self.held)}
         return allowed, {"target_bytes": int(target), "held_before_bytes": int(self.held),
-                         "program_keep_all_peak_bytes": int(self.keep_all_peak)}
+                         "program_keep_all_peak_bytes": int(self.keep_all_peak),
+                         "reserved_for_later_bytes": int(reserve), "graph_index": k}
 
-    def hold(self, held: int, held_all: int) -> None:
+    def hold(self, held: int, held_all: int, peak: int | None = None) -> None:
         """A graph's partition is chosen: it holds ``held`` bytes (``held_all`` had it saved everything)
-        while the program's later graphs run."""
+        while the program's later graphs run; ``peak``: its predicted peak."""
+        rec = dict(getattr(self, "_pending", None) or {"target": 0, "held_before": int(self.held)})
+        rec.update(peak=int(peak or 0), held=int(held))
+        self.graphs.append(rec)
+        self._pending = None
         self.held += int(held)
         self.held_all += int(held_all)
 

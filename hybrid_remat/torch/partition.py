@@ -9,20 +9,30 @@ the saved ones -- and lets torch's own min-cut machinery extract, reorder
 and clean the two graphs (only the choice of saved values is ours).
 
 The choice: the joint graph is mapped to a remat graph
-(:func:`~hybrid_remat.torch._joint.joint_to_graph`, gradients counted: a
-compiled backward returns them all at its end), candidates are simulated and
-the fastest whose simulated peak fits the budget wins.  Candidates: the
-partitions of PT2's own min-cut at several ``activation_memory_budget``
-values, and the keep sets of the eager planner's search
-(:func:`~hybrid_remat.torch._planner.search_keep_set`), each turned into the
-saved values it implies.  Random ops (``native_dropout``, ``rand_like``...)
-are always saved, never recomputed: without a replayed RNG state a
-recomputation draws another mask (gradients would differ from eager).
+(:func:`~hybrid_remat.torch._joint.joint_to_graph`), candidates are
+simulated and the fastest whose simulated peak fits the budget wins.
+Candidates: the partitions of PT2's own min-cut at several
+``activation_memory_budget`` values, and the keep sets of the eager planner's
+search (:func:`~hybrid_remat.torch._planner.search_keep_set`), each turned
+into the saved values it implies.  Random ops (``native_dropout``,
+``rand_like``...) are always saved, never recomputed: without a replayed RNG
+state a recomputation draws another mask (gradients would differ from eager).
 
-The budget is the step's peak in bytes above what is allocated before it
-(parameters, inputs, and gradients that already exist): bytes or a size
-(``"2GiB"``), or a fraction / percentage of the keep-all peak.  One budget
-spans the program's graphs (graph breaks, :class:`~.compile.Program`).
+The budget, in the library's grammar:
+
+* a size or bytes (``"300MB"``, ``"1.5GiB"``, ``123456``) is the compiled
+  step's **measured peak**, above what is allocated before the step
+  (parameters, inputs, existing ``.grad``): the simulation counts the
+  gradients a compiled backward returns together at its end, the tangents it
+  receives and the outputs later graphs read;
+* a fraction or percentage (``0.5``, ``"50%"``) is of the keep-all peak of
+  the activations, as at every door of the library (gradients are handed to
+  the optimizer and count zero): the same meaning as ``hrt.plan(budget=0.5)``.
+
+One budget spans the program's graphs (graph breaks, :class:`~.compile.Program`):
+a leftover graph whose peak no choice changes is charged to the program
+instead of failing, and :attr:`CompilePartitioner.overshoot` says when a
+second compile (earlier graphs then leave the room later ones needed) is due.
 
 One line::
 
@@ -76,18 +86,18 @@ class CompilePartitioner(CustomPartitionerFn):
     Parameters
     ----------
     budget : int, float or str
-        The compiled step's peak in bytes (above what exists before it):
-        ``123456``, ``"300MB"``, ``"1.5GiB"``; or a fraction of the keep-all
-        peak (``0.5``, ``"50%"``).  Spread over the program's graphs.
+        The compiled step's measured peak in bytes (above what exists before
+        it, gradients it returns included): ``123456``, ``"300MB"``,
+        ``"1.5GiB"``; or a fraction of the activations' keep-all peak
+        (``0.5``, ``"50%"``).  Spread over the program's graphs.
     time_limit : float
         Seconds per joint graph.
     use_solvers : bool
         Also map the plan of ``anytime_solve`` (slower).
     offload : bool
-        On CUDA, offload saved values to the CPU (``MUST_CPU_OFFLOAD``
-        semantics, through torch's activation offloading) instead of
-        recomputing them where that is predicted cheaper.  On CPU there is
-        no other memory to offload to: refused with a clear error.
+        Offloading saved values to the CPU (``MUST_CPU_OFFLOAD``): not
+        implemented yet, refused with a clear error (torch 2.13's partitioner
+        reads no such tag; only a CUDA testing pass exists).
     over_budget : {"raise", "warn"}
         No partition fits: ``"raise"`` a :class:`~hybrid_remat.errors.BudgetError`
         naming the lowest peak found and a budget that plans, or ``"warn"``
@@ -120,8 +130,12 @@ class CompilePartitioner(CustomPartitionerFn):
         if not (isinstance(time_limit, (int, float)) and not isinstance(time_limit, bool)
                 and math.isfinite(time_limit) and time_limit > 0):
             raise HybridRematError(f"time_limit must be a positive number of seconds, not {time_limit!r}")
-        if offload and not HAS_CPU_OFFLOAD:
-            raise HybridRematError("offload=True needs CheckpointPolicy.MUST_CPU_OFFLOAD, which this torch lacks")
+        if offload:
+            raise HybridRematError(
+                "CompilePartitioner(offload=True) is not implemented yet: this torch "
+                f"{'has' if HAS_CPU_OFFLOAD else 'lacks'} CheckpointPolicy.MUST_CPU_OFFLOAD, but its partitioner "
+                "reads no such tag (only torch._functorch.config.enable_activation_offloading's testing pass, CUDA "
+                "only) and the simulator does not model the transfers yet; plan with keep and recompute")
         self.program = Program(budget)
         self.budget = budget
         self.time_limit = float(time_limit)
@@ -138,8 +152,17 @@ class CompilePartitioner(CustomPartitionerFn):
                                             f"{self.over_budget}")
 
     def reset(self) -> None:
-        """Start a new program (forget what earlier graphs hold); :meth:`patch` does it on entry."""
+        """Compile the program again: earlier graphs hold nothing yet, and leave
+        the room later graphs needed last time (``program.overshoot``);
+        :meth:`patch` does it on entry.  ``program.forget()`` for another program."""
         self.program.reset()
+
+    @property
+    def overshoot(self) -> int:
+        """Bytes by which the program's predicted peak went over the budget
+        (a later graph needed more than earlier ones left): 0 when it fits.
+        Positive: ``torch._dynamo.reset()``, :meth:`reset`, compile again."""
+        return self.program.overshoot
 
     # ------------------------------------------------------------ doors
     def install(self) -> CompilePartitioner:
@@ -204,40 +227,42 @@ class CompilePartitioner(CustomPartitionerFn):
 
     def _plan(self, original, joint_graph, node_info, t_end, report):
         jg = joint_to_graph(joint_graph, node_info)
-        g = _with_gradient_bytes(jg)
+        # a size or bytes is the whole compiled step's peak: the gradients its backward returns at its end, the
+        # tangents it receives and the outputs later graphs read count; a fraction is of the keep-all peak of the
+        # activations, as for every door of the library (gradients handed to the optimizer count zero)
+        whole = not self.program.relative
+        g = _with_gradient_bytes(jg) if whole else jg.graph
         kind = g.cost_kinds[0]
-        if self.offload and kind != "gpu":
-            raise HybridRematError("CompilePartitioner(offload=True): the graph runs on the CPU; there is no other "
-                                   "memory to offload to (use offload=False)")
+        grad_bytes = int(g.bytes.sum() - jg.graph.bytes.sum())
+        tangent_bytes, output_bytes = _boundary_bytes(joint_graph, node_info) if whole else (0, 0)
+        # tangents (gradients of the graph's outputs) are held while its backward runs: off the allowance
         nbytes, program = self.program.allowance(g)
+        nbytes = max(1, nbytes - tangent_bytes)
         problem = Problem(g, [Device(kind, kind, nbytes)], check=False)
-        owner = jg.owner
         fixed = _must_save(jg)
-        cands: dict[str, list] = {}
-        for b in PT2_BUDGETS:  # PT2's own partitions (its default first)
-            if b == 1.0 or time.perf_counter() < t_end:
+        cands: dict[str, list] = {"pt2:1": list(original(joint_graph, node_info, memory_budget=1.0))}  # PT2's default
+        _, _, ev = search_keep_set(problem, time_limit=max(0.0, (t_end - time.perf_counter()) * 0.5),
+                                   use_solvers=self.use_solvers)
+        seen = list(ev.seen.values())
+        fitting = sorted((c for c in seen if c.peak <= nbytes), key=lambda c: c.step_s)[:8]
+        lowest = sorted(seen, key=lambda c: (c.peak, c.step_s))[:4]
+        for i, c in enumerate(fitting + lowest):
+            keep = np.asarray(c.keep, dtype=bool) | fixed
+            cands[f"keep-set:{c.family}#{i}"] = saved_values_of(joint_graph, node_info, jg, keep)
+        for b in PT2_BUDGETS[1:]:  # PT2's own knapsack at lower budgets, while time is left
+            if time.perf_counter() < t_end:
                 with contextlib.suppress(Exception):  # noqa: BLE001 - a PT2 knapsack failing is no candidate
-                    cands.setdefault(f"pt2:{b:g}", list(original(joint_graph, node_info, memory_budget=b)))
-        if time.perf_counter() < t_end:
-            _, _, ev = search_keep_set(problem, time_limit=max(0.0, (t_end - time.perf_counter()) * 0.6),
-                                       use_solvers=self.use_solvers)
-            seen = list(ev.seen.values())
-            fitting = sorted((c for c in seen if c.peak <= nbytes), key=lambda c: c.step_s)[:6]
-            lowest = sorted(seen, key=lambda c: c.peak)[:3]
-            for c in fitting + lowest:
-                keep = np.asarray(c.keep, dtype=bool) | fixed
-                cands.setdefault(f"keep-set:{c.family}", saved_values_of(joint_graph, node_info, jg, keep))
+                    cands[f"pt2:{b:g}"] = list(original(joint_graph, node_info, memory_budget=b))
         scored = []
-        for fam, saved in cands.items():
-            if not scored or time.perf_counter() < t_end + self.time_limit:  # scoring is cheap: a grace period
-                if any(is_rng_node(x) for x in recomputed_nodes(joint_graph, node_info, saved)):
-                    continue  # a PT2 partition recomputing a random op: never ours
-                keep = jg.keep_of(saved)
-                sim = simulate(problem, executable_plan(g, keep, kind), check_budget=False)
-                if not sim.valid:
-                    raise HybridRematError(f"internal: partition {fam} does not simulate: {sim.error}")
-                peak = int(next(iter(sim.peak_bytes.values())))
-                scored.append((peak > nbytes, sim.total_time, peak, fam, saved, keep))
+        for fam, saved in cands.items():  # at most 16, one simulation each: scored whatever the clock
+            if any(is_rng_node(x) for x in recomputed_nodes(joint_graph, node_info, saved)):
+                continue  # a PT2 partition recomputing a random op: never ours
+            keep = jg.keep_of(saved)
+            sim = simulate(problem, executable_plan(g, keep, kind), check_budget=False)
+            if not sim.valid:
+                raise HybridRematError(f"internal: partition {fam} does not simulate: {sim.error}")
+            peak = int(next(iter(sim.peak_bytes.values())))
+            scored.append((peak > nbytes, sim.total_time, peak, fam, saved, keep))
         if not scored:  # every PT2 partition recomputes randomness and no search ran: save what backward reads
             keep = np.ones(jg.n_forward, dtype=bool)
             saved = saved_values_of(joint_graph, node_info, jg, keep)
@@ -252,6 +277,7 @@ class CompilePartitioner(CustomPartitionerFn):
             "n_nodes": g.n, "n_forward": jg.n_forward, "budget_bytes": int(nbytes), "keep_all_peak_bytes": int(kap),
             "predicted_peak_bytes": peak, "predicted_time_s": t_pred, "family": fam, "fits": not over,
             "n_candidates": len(scored), "n_random_saved": int(fixed.sum()), "program": program,
+            "gradient_bytes": grad_bytes,
             "pt2_default_peak_bytes": None if default is None else default[2],
             "pt2_default_time_s": None if default is None else default[1],
             "candidates": {s[3]: {"peak_bytes": s[2], "time_s": s[1]} for s in scored},
@@ -266,8 +292,9 @@ class CompilePartitioner(CustomPartitionerFn):
                           f"is recomputed, over the {nbytes} B the program has left; counted against the program's "
                           f"budget of {program['target_bytes']} B", RuntimeWarning, stacklevel=2)
         if over:
-            hint = (repr(math.ceil(1000.0 * peak / kap) / 1000.0) if self.program.relative and peak <= kap
-                    else f"{int(peak) + int(program['held_before_bytes'])}")
+            whole = int(peak) + int(program["held_before_bytes"]) + tangent_bytes  # the program's peak so
+            frac = math.ceil(1000.0 * whole / max(1, program["program_keep_all_peak_bytes"])) / 1000.0
+            hint = repr(frac) if self.program.relative and 0 < frac <= 1.0 else str(whole)
             what = (f"no partition of this compiled graph ({g.n} nodes) fits {nbytes} B: the lowest simulated peak "
                     f"found is {peak} B, {100.0 * peak / kap:.1f}% of its keep-all peak {kap} B")
             if self.over_budget == "raise":
@@ -277,10 +304,29 @@ class CompilePartitioner(CustomPartitionerFn):
                 raise err
             warnings.warn(f"hybrid_remat CompilePartitioner: {what}; using it", RuntimeWarning, stacklevel=2)
         held, held_all = _held(jg, g, keep)
-        self.program.hold(held, held_all)
-        report["held_bytes"] = held
-        report["saved_bytes"] = held
+        # the graph's outputs (a later graph's inputs) are held too while later graphs run
+        self.program.hold(held + output_bytes, held_all + output_bytes, peak + tangent_bytes)
+        report.update(held_bytes=held + output_bytes, saved_bytes=held, tangent_bytes=tangent_bytes,
+                      output_bytes=output_bytes)
         return saved
+
+
+def _boundary_bytes(joint_graph, node_info) -> tuple[int, int]:
+    """Bytes of the tangents the backward receives, and of the forward's
+    outputs that the program's later graphs read (not saved for backward)."""
+    from torch._functorch.partitioners import _size_of
+
+    tangents = sum(_size_of(n) for n in joint_graph.nodes
+                   if n.op == "placeholder" and "tangents" in str(n.target) and "val" in n.meta)
+    out = next((n for n in joint_graph.nodes if n.op == "output"), None)
+    outputs = 0
+    if out is not None:
+        seen = set()
+        for a in out.all_input_nodes:
+            if node_info.is_required_fw(a) and a.op != "placeholder" and a not in seen and "val" in a.meta:
+                seen.add(a)
+                outputs += _size_of(a)
+    return int(tangents), int(outputs)
 
 
 def _with_gradient_bytes(jg) -> Graph:
