@@ -235,9 +235,13 @@ class CompilePartitioner(CustomPartitionerFn):
         kind = g.cost_kinds[0]
         grad_bytes = int(g.bytes.sum() - jg.graph.bytes.sum())
         tangent_bytes, output_bytes = _boundary_bytes(joint_graph, node_info) if whole else (0, 0)
-        # tangents (gradients of the graph's outputs) are held while its backward runs: off the allowance
+        # the tangents (gradients of the graph's outputs) and the outputs themselves (the caller's loss and its
+        # autograd hold them) are alive while its backward runs: off the allowance (bounds, not timed)
+        # and a margin of the largest value, for temporaries no graph node shows (an op's workspace, the caller's
+        # loss and its backward around the compiled graph)
+        boundary = tangent_bytes + output_bytes + (int(g.bytes.max()) if whole and g.n else 0)
         nbytes, program = self.program.allowance(g)
-        nbytes = max(1, nbytes - tangent_bytes)
+        nbytes = max(1, nbytes - boundary)
         problem = Problem(g, [Device(kind, kind, nbytes)], check=False)
         fixed = _must_save(jg)
         cands: dict[str, list] = {"pt2:1": list(original(joint_graph, node_info, memory_budget=1.0))}  # PT2's default
@@ -292,9 +296,9 @@ class CompilePartitioner(CustomPartitionerFn):
                           f"is recomputed, over the {nbytes} B the program has left; counted against the program's "
                           f"budget of {program['target_bytes']} B", RuntimeWarning, stacklevel=2)
         if over:
-            whole = int(peak) + int(program["held_before_bytes"]) + tangent_bytes  # the program's peak so
-            frac = math.ceil(1000.0 * whole / max(1, program["program_keep_all_peak_bytes"])) / 1000.0
-            hint = repr(frac) if self.program.relative and 0 < frac <= 1.0 else str(whole)
+            prog_peak = int(peak) + int(program["held_before_bytes"]) + boundary  # the program's peak so
+            frac = math.ceil(1000.0 * prog_peak / max(1, program["program_keep_all_peak_bytes"])) / 1000.0
+            hint = repr(frac) if self.program.relative and 0 < frac <= 1.0 else str(prog_peak)
             what = (f"no partition of this compiled graph ({g.n} nodes) fits {nbytes} B: the lowest simulated peak "
                     f"found is {peak} B, {100.0 * peak / kap:.1f}% of its keep-all peak {kap} B")
             if self.over_budget == "raise":
@@ -305,7 +309,7 @@ class CompilePartitioner(CustomPartitionerFn):
             warnings.warn(f"hybrid_remat CompilePartitioner: {what}; using it", RuntimeWarning, stacklevel=2)
         held, held_all = _held(jg, g, keep)
         # the graph's outputs (a later graph's inputs) are held too while later graphs run
-        self.program.hold(held + output_bytes, held_all + output_bytes, peak + tangent_bytes)
+        self.program.hold(held + output_bytes, held_all + output_bytes, peak + boundary)
         report.update(held_bytes=held + output_bytes, saved_bytes=held, tangent_bytes=tangent_bytes,
                       output_bytes=output_bytes)
         return saved
@@ -330,18 +334,28 @@ def _boundary_bytes(joint_graph, node_info) -> tuple[int, int]:
 
 
 def _with_gradient_bytes(jg) -> Graph:
-    """The joint graph with the gradients' bytes counted: a compiled backward
-    returns them together at its end (they are alive then, whatever the
-    optimizer does next)."""
-    import dataclasses
-
+    """The joint graph with the gradients' bytes counted and held to the end:
+    a compiled backward returns them together when it ends (a last node, of
+    no bytes and no cost, reads them all), whatever the optimizer does next."""
     from torch._functorch.partitioners import _size_of
 
     g = jg.graph
-    full = np.array([_size_of(n) for n in jg.fx_nodes], dtype=np.int64)
-    nb = np.where(np.arange(g.n) >= jg.n_forward, np.maximum(full, g.bytes), g.bytes)
-    nb.setflags(write=False)
-    return dataclasses.replace(g, bytes=nb)
+    n = g.n
+    full = np.array([_size_of(x) for x in jg.fx_nodes], dtype=np.int64)
+    grads = [v for v in range(jg.n_forward, n) if full[v] > g.bytes[v]]
+    nb = np.append(np.where(np.arange(n) >= jg.n_forward, np.maximum(full, g.bytes), g.bytes), 0)
+    kind = g.cost_kinds[0]
+    tm = dict(g.meta["torch"])
+    for key in ("op", "overwritten", "takes_from", "moves"):
+        if key in tm:
+            tm[key] = list(tm[key]) + [{"op": "end", "overwritten": False}.get(key, [])]
+    meta = dict(g.meta)
+    meta["torch"] = tm
+    edges = [tuple(e) for e in np.asarray(g.edges()).reshape(-1, 2).tolist()] + [(v, n) for v in grads]
+    required = sorted(set(np.flatnonzero(g.required).tolist()) | {n})
+    return Graph.from_arrays(nb, edges, {kind: np.append(g.cost(kind), 0.0)}, name=g.name,
+                             names=[*g.names, "bwd end:returns the gradients"], phase=np.append(g.phase, 1),
+                             flops=np.append(g.flops, 0.0), required=required, meta=meta)
 
 
 def _must_save(jg) -> np.ndarray:
