@@ -280,7 +280,8 @@ class CompilePartitioner(CustomPartitionerFn):
         report.update({
             "n_nodes": g.n, "n_forward": jg.n_forward, "budget_bytes": int(nbytes), "keep_all_peak_bytes": int(kap),
             "predicted_peak_bytes": peak, "predicted_time_s": t_pred, "family": fam, "fits": not over,
-            "n_candidates": len(scored), "n_random_saved": int(fixed.sum()), "program": program,
+            "n_candidates": len(scored), "n_random_saved": len({o for n, o in jg.owner.items() if o is not None and o < jg.n_forward and is_rng_node(n)}),
+            "n_must_save": int(fixed.sum()), "program": program,
             "gradient_bytes": grad_bytes,
             "pt2_default_peak_bytes": None if default is None else default[2],
             "pt2_default_time_s": None if default is None else default[1],
@@ -360,7 +361,8 @@ def _with_gradient_bytes(jg) -> Graph:
 
 def _must_save(jg) -> np.ndarray:
     """Forward nodes that are never recomputed: random ops (no RNG replay),
-    ``MUST_SAVE`` tags, and calls that are not ATen ops."""
+    ops updating state (batch norm), ``MUST_SAVE`` tags, and calls that are
+    not ATen ops."""
     import operator
 
     from torch._ops import OpOverload
@@ -371,10 +373,20 @@ def _must_save(jg) -> np.ndarray:
         if o is None or o >= jg.n_forward:
             continue
         tgt = n.target
-        if (is_rng_node(n) or n.meta.get("recompute") == CheckpointPolicy.MUST_SAVE
+        if (is_rng_node(n) or n.meta.get("recompute") == CheckpointPolicy.MUST_SAVE or _reads_mutated_state(n)
                 or not (isinstance(tgt, OpOverload) or tgt is operator.getitem)):
             fixed[o] = True
     return fixed
+
+
+def _reads_mutated_state(node) -> bool:
+    """Functionalized ops that update state they read (batch norm's running
+    statistics, written back into the buffers after the forward): run again
+    in backward they would read the updated buffers (autograd's version check
+    fails), so they are saved."""
+    tgt = node.target
+    name = str(getattr(tgt, "__name__", tgt))
+    return name.split(".")[0].endswith("_functional") or "batch_norm" in name
 
 
 def saved_values_of(joint_graph, node_info, jg, keep) -> list:
