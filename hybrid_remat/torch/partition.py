@@ -17,6 +17,10 @@ search (:func:`~hybrid_remat.torch._planner.search_keep_set`), each turned
 into the saved values it implies.  Random ops (``native_dropout``,
 ``rand_like``...) are always saved, never recomputed: without a replayed RNG
 state a recomputation draws another mask (gradients would differ from eager).
+``native_dropout``'s output is first rewritten as ``x * mask * scale`` (bit
+for bit what the CPU kernel computes), so that only its mask must be saved.
+Training batch norm (it updates the running statistics it reads) is saved
+too.  Offloading is not implemented (see ``offload``).
 
 The budget, in the library's grammar:
 
