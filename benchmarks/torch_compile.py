@@ -245,7 +245,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--time-limit", type=float, default=5.0)
     ap.add_argument("--out", default="torch_compile")
-    ap.add_argument("--append", action="store_true", help="add the rows to the existing JSON table")
+    ap.add_argument("--append", action="store_true",
+                    help="replace the rows of these models and backends in the existing JSON table")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     rows = []
@@ -260,7 +261,7 @@ def main(argv=None):
         path = pathlib.Path(RESULTS) / f"{prefix}.json"
         if path.exists():
             old = json.loads(path.read_text())
-            rows = old["rows"]
+            rows = [r for r in old["rows"] if not (r["model"] in args.models and r["backend"] in args.backends)]
     for kind in args.backends:
         for name in args.models:
             got = run_model(name, kind, args.fractions, args.rounds, args.time_limit)

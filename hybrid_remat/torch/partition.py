@@ -308,7 +308,13 @@ class CompilePartitioner(CustomPartitionerFn):
             hint = repr(frac) if self.program.relative and 0 < frac <= 1.0 else str(prog_peak)
             what = (f"no partition of this compiled graph ({g.n} nodes) fits {nbytes} B: the lowest simulated peak "
                     f"found is {peak} B, {100.0 * peak / kap:.1f}% of its keep-all peak {kap} B")
-            if self.over_budget == "raise":
+            later = program["graph_index"] > 0 and not getattr(self.program, "reserve", None)
+            if later:  # a later graph of a first pass: the earlier ones took its room; `overshoot` asks for a 2nd
+                report["overshoot"] = True
+                warnings.warn(f"hybrid_remat CompilePartitioner: {what}; a later graph of the program: using it (the "
+                              "program's overshoot says to compile again, earlier graphs then leave it room)",
+                              RuntimeWarning, stacklevel=2)
+            elif self.over_budget == "raise":
                 err = BudgetError(f"hybrid_remat CompilePartitioner: {what}; budget={hint} plans "
                                   "(or CompilePartitioner(..., over_budget='warn') to use that partition)")
                 report.update(error=str(err), budget_hint=hint)
