@@ -17,8 +17,8 @@ search (:func:`~hybrid_remat.torch._planner.search_keep_set`), each turned
 into the saved values it implies.  Random ops (``native_dropout``,
 ``rand_like``...) are always saved, never recomputed: without a replayed RNG
 state a recomputation draws another mask (gradients would differ from eager).
-``native_dropout``'s output is first rewritten as ``x * mask * scale`` (bit
-for bit what the CPU kernel computes), so that only its mask must be saved.
+(Saving only the mask and recomputing ``x * mask * scale`` was tried: the
+measured peak then exceeded the prediction; not shipped.)
 Training batch norm (it updates the running statistics it reads) is saved
 too.  Offloading is not implemented (see ``offload``).
 
@@ -214,7 +214,6 @@ class CompilePartitioner(CustomPartitionerFn):
 
         original = partitioners.choose_saved_values_set
         kwargs.setdefault("compiler", "inductor")
-        _mask_only_dropout(gm)
         choose = functools.partial(self._choose, original)
         with mock.patch.object(partitioners, "choose_saved_values_set", choose):
             fw, bw = partitioners.min_cut_rematerialization_partition(gm, joint_inputs, **kwargs)
@@ -232,7 +231,6 @@ class CompilePartitioner(CustomPartitionerFn):
 
     def _plan(self, original, joint_graph, node_info, t_end, report):
         jg = joint_to_graph(joint_graph, node_info)
-        jg.graph = _dropout_bytes(jg)
         # a size or bytes is the whole compiled step's peak: the gradients its backward returns at its end, the
         # tangents it receives and the outputs later graphs read count; a fraction is of the keep-all peak of the
         # activations, as for every door of the library (gradients handed to the optimizer count zero)
@@ -326,69 +324,6 @@ class CompilePartitioner(CustomPartitionerFn):
         report.update(held_bytes=held + output_bytes, saved_bytes=held, tangent_bytes=tangent_bytes,
                       output_bytes=output_bytes)
         return saved
-
-
-def _mask_only_dropout(gm) -> None:
-    """Rewrite ``out, mask = native_dropout(x, p, True)`` so that ``out`` is
-    ``x * mask * (1 / (1 - p))`` (bit for bit what the CPU kernel computes):
-    only the mask must be saved, the output is recomputed from it and ``x``
-    without drawing again."""
-    import operator
-
-    import torch
-
-    aten = torch.ops.aten
-    changed = False
-    for n in list(gm.graph.nodes):
-        if n.op != "call_function" or n.target is not aten.native_dropout.default or len(n.args) < 3:
-            continue
-        x, p, train = n.args[:3]
-        if not train or not isinstance(p, float) or not 0.0 < p < 1.0:
-            continue
-        outs = {u.args[1]: u for u in n.users if u.target is operator.getitem}
-        if 0 not in outs or not outs[0].users:
-            continue
-        if 1 not in outs:
-            with gm.graph.inserting_after(n):
-                outs[1] = gm.graph.call_function(operator.getitem, (n, 1))
-            outs[1].meta["val"] = n.meta["val"][1]
-        out = outs[0]
-        anchor = max(outs.values(), key=lambda u: list(gm.graph.nodes).index(u))
-        with gm.graph.inserting_after(anchor):
-            kept = gm.graph.call_function(aten.mul.Tensor, (x, outs[1]))
-        with gm.graph.inserting_after(kept):
-            scaled = gm.graph.call_function(aten.mul.Tensor, (kept, 1.0 / (1.0 - p)))
-        kept.meta.update({k: v for k, v in out.meta.items() if k != "val"})
-        scaled.meta.update(out.meta)
-        kept.meta["val"] = out.meta["val"]
-        out.replace_all_uses_with(scaled)
-        changed = True
-    if changed:
-        gm.graph.eliminate_dead_code()
-        gm.recompile()
-
-
-def _dropout_bytes(jg) -> Graph:
-    """The remat graph with a random op's bytes being the outputs still used
-    (a ``native_dropout`` whose output was rewritten keeps only its mask)."""
-    import dataclasses
-    import operator
-
-    from torch._functorch.partitioners import _size_of
-
-    g = jg.graph
-    nb = g.bytes.copy()
-    for v in range(jg.n_forward):
-        n = jg.fx_nodes[v]
-        if not is_rng_node(n) or not isinstance(n.meta.get("val"), (tuple, list)):
-            continue
-        used = [u for u in n.users if u.target is operator.getitem and u.users]
-        if used:
-            nb[v] = min(nb[v], sum(_size_of(u) for u in used))
-    if np.array_equal(nb, g.bytes):
-        return g
-    nb.setflags(write=False)
-    return dataclasses.replace(g, bytes=nb)
 
 
 def _boundary_bytes(joint_graph, node_info) -> tuple[int, int]:
