@@ -28,7 +28,7 @@ from ._verify import load, plan  # noqa: E402
 __all__ = [
     "trace", "plan", "plan_graph", "apply", "load", "PlannedStep", "TorchPlan", "TorchPlanWarning", "Region",
     "measure_step", "LiveBytes", "default_loss", "executable_order", "executable_plan", "budget_bytes",
-    "CompileSolver", "allocator_peak",
+    "CompileSolver", "CompilePartitioner", "allocator_peak",
 ]
 
 
@@ -37,4 +37,8 @@ def __getattr__(name):
         from .compile import CompileSolver
 
         return CompileSolver
+    if name == "CompilePartitioner":
+        from .partition import CompilePartitioner
+
+        return CompilePartitioner
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -40,14 +40,14 @@ import warnings
 import numpy as np
 from torch._inductor.custom_graph_pass import CustomKnapsackSolver, CustomPartitionerFn, get_hash_for_files
 
-from ..budgets import keep_all_peak
+from ..budgets import keep_all_peak, parse_budget_spec
 from ..errors import BudgetError, HybridRematError
 from ..problem import Device, Problem
 from ..simulate import simulate
 from ._joint import joint_to_graph
-from ._planner import budget_bytes, executable_plan, search_keep_set
+from ._planner import executable_plan, search_keep_set
 
-__all__ = ["CompileSolver", "PartitionRecorder", "partition_stats"]
+__all__ = ["CompileSolver", "PartitionRecorder", "Program", "partition_stats"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = tuple(os.path.join(_HERE, f) for f in ("compile.py", "_joint.py", "_planner.py", "cost_model.py"))
@@ -96,11 +96,8 @@ class CompileSolver(CustomKnapsackSolver):
     def __init__(self, budget, time_limit: float = 5.0, *, use_solvers: bool = False, over_budget: str = "raise"):
         if over_budget not in ("raise", "warn"):
             raise HybridRematError(f"over_budget must be 'raise' or 'warn', not {over_budget!r}")
-        if budget is None or isinstance(budget, bool):
-            raise HybridRematError("CompileSolver needs a budget: a fraction (0.5), '50%', '2GiB' or bytes")
-        if isinstance(budget, (int, float)) and budget <= 0:
-            raise HybridRematError(f"budget must be positive, not {budget!r}")
         self.budget = budget
+        self.program = Program(budget, who="CompileSolver")
         self.time_limit = float(time_limit)
         self.use_solvers = bool(use_solvers)
         self.over_budget = over_budget
@@ -110,9 +107,7 @@ class CompileSolver(CustomKnapsackSolver):
     def reset(self) -> None:
         """Start a new program: forget the bytes earlier graphs hold
         (:meth:`patch` does it on entry)."""
-        self._held = 0  # bytes the program's earlier graphs hold for their backward (their partitions)
-        self._held_all = 0  # the same, had they saved everything
-        self._program_kap = 0  # the program's keep-all peak so far
+        self.program.reset()
 
     def uuid(self):
         return get_hash_for_files(_SOURCES, f"{self.budget!r}|{self.time_limit}|{self.use_solvers}|{self.over_budget}")
@@ -165,7 +160,7 @@ class CompileSolver(CustomKnapsackSolver):
         jg = joint_to_graph(joint_graph, node_info)
         g = jg.graph
         kind = g.cost_kinds[0]
-        nbytes, program = self._allowance(g, jg)
+        nbytes, program = self.program.allowance(g)
         problem = Problem(g, [Device(kind, kind, nbytes)], check=False)
         options = MinCutOptions(False, False, False, False, config.ban_recompute_reductions)
         cache: dict = {}
@@ -253,13 +248,12 @@ class CompileSolver(CustomKnapsackSolver):
                           f"budget of {program['target_bytes']} B", RuntimeWarning, stacklevel=3)
         if not over:
             held, held_all = self._held_bytes(jg, joint_graph, node_info, best, items, options)
-            self._held += held
-            self._held_all += held_all
+            self.program.hold(held, held_all, int(peak))
             report.update(held_bytes=held)
         if over:
             kap = max(1, keep_all_peak(g))
             fraction = math.ceil(1000.0 * peak / kap) / 1000.0  # a budget that plans: the lowest peak fits it
-            relative = isinstance(self.budget, float) or str(self.budget).strip().endswith("%")
+            relative = self.program.relative
             # in the user's own terms: a fraction for a fraction or percentage (a float is a fraction), else bytes
             hint = repr(fraction) if relative and fraction <= 1.0 else str(int(math.ceil(peak)))
             what = (f"no partition of this compiled graph ({g.n} nodes) fits {nbytes} B: the lowest simulated peak found is "
@@ -272,24 +266,6 @@ class CompileSolver(CustomKnapsackSolver):
                 raise err
             warnings.warn(f"hybrid_remat CompileSolver: {what}; using it", RuntimeWarning, stacklevel=3)
         return sorted(best), report
-
-    def _allowance(self, g, jg) -> tuple[int, dict]:
-        """Bytes this graph's step may peak at: one budget over the program's
-        graphs (the graphs of earlier breaks hold their saved bytes while this
-        one runs).  A fraction or percentage is of the program's keep-all peak
-        so far (the largest of: earlier graphs' saved-everything bytes plus a
-        graph's keep-all peak)."""
-        kap = keep_all_peak(g)
-        own = budget_bytes(self.budget, g)
-        self._program_kap = max(self._program_kap, self._held_all + kap)
-        if _is_relative(self.budget):
-            fraction = self.budget if isinstance(self.budget, float) else own / max(1, kap)
-            target = max(1, math.floor(fraction * self._program_kap))
-        else:
-            target = own
-        allowed = max(1, target - self._held)
-        return allowed, {"target_bytes": int(target), "held_before_bytes": int(self._held),
-                         "program_keep_all_peak_bytes": int(self._program_kap)}
 
     @staticmethod
     def _held_bytes(jg, joint_graph, node_info, recomp, items, options) -> tuple[int, int]:
@@ -309,8 +285,85 @@ class CompileSolver(CustomKnapsackSolver):
         return int(fb[keep & read_by_bwd].sum()), int(fb[read_by_bwd].sum())
 
 
-def _is_relative(budget) -> bool:
-    return isinstance(budget, float) or str(budget).strip().endswith("%")
+class Program:
+    """One budget over a program's compiled graphs (a graph break splits a
+    program into several; they run one after the other, and the graphs of
+    earlier breaks hold their saved bytes while the later ones run).
+
+    ``budget`` in the library's grammar (:func:`hybrid_remat.budgets.parse_budget_spec`):
+    bytes or a size are the program's peak; a fraction or percentage is of
+    the program's keep-all peak so far (the largest of: earlier graphs'
+    saved-everything bytes plus a graph's keep-all peak)."""
+
+    def __init__(self, budget, who: str = "CompilePartitioner"):
+        if budget is None or isinstance(budget, bool):
+            raise BudgetError(f"{who} needs a budget: a fraction (0.5), '50%', a size ('2GiB') or bytes, "
+                              f"not {budget!r}")
+        self.spec = parse_budget_spec(budget)  # BudgetError naming the spelling (1.5, '0', '-1GB', 'lots')
+        self.budget = budget
+        self.forget()
+
+    @property
+    def relative(self) -> bool:
+        return self.spec.fraction is not None
+
+    def reset(self) -> None:
+        """Start the program again (a new compile of it): what its graphs
+        needed last time is kept, so that earlier graphs leave room for later
+        ones (:attr:`overshoot`); :meth:`forget` drops it."""
+        graphs = getattr(self, "graphs", [])
+        if graphs:  # room graph k leaves for later ones: max over j > k of (j's peak + what k+1..j-1 hold)
+            self.reserve = [max([graphs[j]["peak"] + sum(graphs[i]["held"] for i in range(k + 1, j))
+                                 for j in range(k + 1, len(graphs))], default=0) for k in range(len(graphs))]
+        self.held = 0  # bytes the program's earlier graphs hold for their backward (their partitions)
+        self.held_all = 0  # the same, had they saved everything
+        self.keep_all_peak = 0  # the program's keep-all peak so far
+        self.graphs: list[dict] = []  # per graph of this pass: predicted peak, held bytes, target
+
+    def forget(self) -> None:
+        """Forget the program's graphs entirely (another program follows)."""
+        self.graphs = []
+        self.reserve = []
+        self.reset()
+
+    @property
+    def predicted_peak(self) -> int:
+        """The program's predicted peak so far: the largest of a graph's peak plus what earlier graphs hold."""
+        return max((r["peak"] + r["held_before"] for r in self.graphs), default=0)
+
+    @property
+    def overshoot(self) -> int:
+        """Bytes by which this pass's predicted peak exceeds the budget (0: it fits).  Positive when a later
+        graph (a graph break's leftover) needed more than earlier graphs left it: compile the program again
+        (``torch._dynamo.reset()``, then :meth:`reset`): earlier graphs then leave that room."""
+        return max((max(0, r["peak"] + r["held_before"] - r["target"]) for r in self.graphs), default=0)
+
+    def allowance(self, g) -> tuple[int, dict]:
+        """Bytes the step of graph ``g`` (the next one of the program) may
+        peak at, and the program's account."""
+        kap = keep_all_peak(g)
+        self.keep_all_peak = max(self.keep_all_peak, self.held_all + kap)
+        if self.relative:
+            target = max(1, math.floor(float(self.spec.fraction) * self.keep_all_peak))
+        else:
+            target = int(self.spec.resolve(0))
+        k = len(self.graphs)
+        reserve = self.reserve[k] if k < len(getattr(self, "reserve", [])) else 0
+        allowed = max(1, target - self.held - reserve)
+        self._pending = {"target": int(target), "held_before": int(self.held)}
+        return allowed, {"target_bytes": int(target), "held_before_bytes": int(self.held),
+                         "program_keep_all_peak_bytes": int(self.keep_all_peak),
+                         "reserved_for_later_bytes": int(reserve), "graph_index": k}
+
+    def hold(self, held: int, held_all: int, peak: int | None = None) -> None:
+        """A graph's partition is chosen: it holds ``held`` bytes (``held_all`` had it saved everything)
+        while the program's later graphs run; ``peak``: its predicted peak."""
+        rec = dict(getattr(self, "_pending", None) or {"target": 0, "held_before": int(self.held)})
+        rec.update(peak=int(peak or 0), held=int(held))
+        self.graphs.append(rec)
+        self._pending = None
+        self.held += int(held)
+        self.held_all += int(held_all)
 
 
 def is_rng_node(node) -> bool:
