@@ -24,6 +24,7 @@ import json
 import math
 import os
 import pathlib
+import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -215,3 +216,15 @@ def require_plugin(module: str, directory: str):
         return importlib.import_module(module)
     except ImportError:
         raise SystemExit(f"{module} is not installed: pip install ./plugins/{directory}") from None
+
+
+def row_in_subprocess(module: str, spec: str) -> dict | None:
+    """One row of a benchmark in a fresh process (``python -m module --row
+    spec``, cwd the repository root): the JSON after its ``ROW `` line, or
+    ``None`` (its stderr tail printed) when it gave none."""
+    res = subprocess.run([sys.executable, "-m", module, "--row", spec], cwd=ROOT, capture_output=True, text=True)
+    line = next((x for x in res.stdout.splitlines() if x.startswith("ROW ")), None)
+    if line is None:
+        print(f"{spec}: failed\n{res.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(line[4:])

@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks._common import RESULTS, ROOT
+from benchmarks._common import RESULTS, ROOT, row_in_subprocess
 
 SIZES = (2000, 10000, 32000, 100000)
 BUDGETS = (50, 30)
@@ -199,14 +199,10 @@ def main(argv=None) -> int:
             for budget in _csv(args.budgets, int):
                 for w in _csv(args.workers, int):
                     spec = f"{fam}:{size}:{budget}:{args.limit:g}:{w}:{args.seed}"
-                    res = subprocess.run([sys.executable, "-m", "benchmarks.families", "--row", spec], cwd=ROOT,
-                                         capture_output=True, text=True)
-                    line = next((x for x in res.stdout.splitlines() if x.startswith("ROW ")), None)
-                    if line is None:
-                        print(f"{spec}: failed\n{res.stderr[-2000:]}", file=sys.stderr)
-                        continue
-                    rows.append(json.loads(line[4:]))
-                    print(json.dumps(rows[-1]), flush=True)
+                    row = row_in_subprocess("benchmarks.families", spec)
+                    if row is not None:
+                        rows.append(row)
+                        print(json.dumps(row), flush=True)
     load1 = os.getloadavg()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()

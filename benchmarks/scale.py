@@ -41,10 +41,9 @@ import os
 import pathlib
 import resource
 import subprocess
-import sys
 import time
 
-from benchmarks._common import LLAMA, RESULTS, ROOT
+from benchmarks._common import LLAMA, RESULTS, ROOT, row_in_subprocess
 
 
 def _rss_mib() -> tuple[float, float]:
@@ -282,15 +281,10 @@ def main(argv=None) -> int:
         for f in fractions:
             for w in workers:
                 spec = f"{'c' if args.components else 'm'}:{L}:{f}:{limit}:{w}"
-                out = subprocess.run([sys.executable, "-m", "benchmarks.scale", "--row", spec], cwd=ROOT,
-                                     capture_output=True, text=True)
-                line = next((x for x in out.stdout.splitlines() if x.startswith("ROW ")), None)
-                if line is None:
-                    print(f"{spec}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
-                    continue
-                row = json.loads(line[4:])
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                row = row_in_subprocess("benchmarks.scale", spec)
+                if row is not None:
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = ("scale_lns" if args.lns else "scale_components") if args.components else "scale"
     if args.quick:
