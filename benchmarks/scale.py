@@ -168,7 +168,8 @@ def run_components(layers: int, fraction: float, limit: float, lns: bool = False
     """The cut bound (a tenth of the limit), the block solver and the block
     bound (the rest), each within its own limits; all plans simulated.  With
     ``lns``: the heuristics and ``lns`` for the block solver's share too."""
-    from hybrid_remat.blocks import block_lower_bound, detect_blocks, solve_blocks
+    from hybrid_remat.blocks import detect_blocks, solve_blocks
+    from hybrid_remat.bounds.blocks import block_lower_bound
     from hybrid_remat.bounds.cut import cut_lower_bound
     from hybrid_remat.limits import Limits
     from hybrid_remat.simulate import simulate

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from hybrid_remat import plugins
-from hybrid_remat.blocks import BlocksFormulation, block_lower_bound, detect_blocks, solve_blocks
+from hybrid_remat.blocks import BlocksFormulation, detect_blocks, solve_blocks
 from hybrid_remat.blocks.staircase import closure_staircase
+from hybrid_remat.bounds.blocks import block_lower_bound
 from hybrid_remat.bounds.cut import cut_lower_bound
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.generators import random_dag, repeat_layers, training_graph

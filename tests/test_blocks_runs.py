@@ -8,9 +8,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from hybrid_remat.blocks import bound as bound_mod
-from hybrid_remat.blocks.bound import BlockBoundSource, block_partition
 from hybrid_remat.blocks.formulation import BlocksFormulation
+from hybrid_remat.bounds import blocks as bound_mod
+from hybrid_remat.bounds.blocks import BlockBoundSource, block_partition
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.families import unet
 from hybrid_remat.generators import random_layered, training_graph

@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from hybrid_remat import plugins
-from hybrid_remat.blocks import block_lower_bound, detect_blocks
-from hybrid_remat.blocks import bound as block_bound_mod
+from hybrid_remat.blocks import detect_blocks
 from hybrid_remat.blocks.detect import detect_runs
+from hybrid_remat.bounds import blocks as block_bound_mod
+from hybrid_remat.bounds.blocks import block_lower_bound
+from hybrid_remat.bounds.segments import segment_lower_bound
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.families import decoder_checkmate, resnet_stages, unet, with_cost_noise
 from hybrid_remat.generators import repeat_layers, training_graph
@@ -23,7 +25,6 @@ from hybrid_remat.loaders import load_graph
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
 from hybrid_remat.segments import compute_menus, menu_tasks, segment_chain, solve_segments
-from hybrid_remat.segments.bound import segment_lower_bound
 from hybrid_remat.segments.formulation import SegmentsFormulation
 from hybrid_remat.segments.menus import greedy_menu
 from hybrid_remat.segments.solver import chain_dp

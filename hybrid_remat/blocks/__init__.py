@@ -7,18 +7,16 @@ across the chain of blocks (Rockmate's idea, with bounds).
 * :mod:`.staircase` -- a block's exact (held, extra) Pareto front (SCIP).
 * :mod:`.solver` -- :func:`solve_blocks`: menus, simulator-measured peaks,
   allocation across blocks, a simulator-checked plan.
-* :mod:`.bound` -- :func:`block_lower_bound`: a bound over every plan (proof
-  in its docstring); registered as the bound ``block_bound``.
+* the block bound lives with the other bounds: :func:`hybrid_remat.bounds.blocks.block_lower_bound`,
+  a bound over every plan (proof in its docstring), registered as the bound ``block_bound``.
 * :mod:`.formulation` -- :class:`BlocksFormulation`, registered as ``blocks``.
 """
 
-from .bound import BlockBoundSource, block_lower_bound
 from .detect import BlockStructure, Structure, detect_blocks, detect_runs
 from .formulation import BlocksFormulation
 from .solver import solve_blocks
 
-__all__ = ["BlockStructure", "Structure", "detect_blocks", "detect_runs", "solve_blocks", "block_lower_bound", "BlockBoundSource",
-           "BlocksFormulation", "warmup"]
+__all__ = ["BlockStructure", "Structure", "detect_blocks", "detect_runs", "solve_blocks", "BlocksFormulation", "warmup"]
 
 
 def warmup() -> None:

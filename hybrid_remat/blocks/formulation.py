@@ -3,7 +3,7 @@
 
 ``solve`` runs :func:`~hybrid_remat.blocks.solver.solve_blocks` (a
 simulator-checked plan of the block-structured class) with most of its
-limits, then :func:`~hybrid_remat.blocks.bound.block_lower_bound` (a bound
+limits, then :func:`~hybrid_remat.bounds.blocks.block_lower_bound` (a bound
 over every plan) with the rest; ``status`` is ``optimal`` only when the plan
 reaches that bound.  Applicable to single-device problems whose graph has at
 least two repeated blocks (:func:`~hybrid_remat.blocks.detect.detect_blocks`)
@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import math
 
+from ..bounds.blocks import BlockBound, RemembersBlocks, block_lower_bound, coverage, runs_chain
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
 from ..scip import check_bound
-from .bound import BlockBound, RemembersBlocks, block_lower_bound, coverage, runs_chain
 from .solver import solve_blocks
 
 __all__ = ["BlocksFormulation", "result_with_bound", "solve_chain"]
@@ -72,7 +72,7 @@ class BlocksFormulation(RemembersBlocks, Formulation):
     def runs_chain(self, graph):
         """The segment chain of several runs of blocks that cover
         :attr:`min_coverage` of the nodes together where one run does not
-        (:func:`~hybrid_remat.blocks.bound.runs_chain`); else ``None``."""
+        (:func:`~hybrid_remat.bounds.blocks.runs_chain`); else ``None``."""
         return runs_chain(graph, self.structure(graph), self.min_coverage)
 
     def predict_seconds(self, problem) -> float:
@@ -123,8 +123,8 @@ def result_with_bound(r, bb, stats: dict) -> FormulationResult:
 def solve_chain(problem, ch, lim, *, on_incumbent=None, on_bound=None) -> FormulationResult:
     """A segment chain's plan (:func:`~hybrid_remat.segments.solver.solve_segments`,
     most of ``lim``) and its bound over every plan
-    (:func:`~hybrid_remat.segments.bound.segment_lower_bound`, the rest)."""
-    from ..segments.bound import segment_lower_bound
+    (:func:`~hybrid_remat.bounds.segments.segment_lower_bound`, the rest)."""
+    from ..bounds.segments import segment_lower_bound
     from ..segments.solver import solve_segments
 
     left = lim.left()

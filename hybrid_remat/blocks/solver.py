@@ -32,7 +32,7 @@ stream) are always held, so a recomputation never reaches beyond its block.
    well under, step 3 gets the room left once.
 
 It returns the best simulator-valid plan; it proves nothing by itself (the
-block bound, :mod:`hybrid_remat.blocks.bound`, does).
+block bound, :mod:`hybrid_remat.bounds.blocks`, does).
 
 Examples
 --------

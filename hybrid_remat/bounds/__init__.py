@@ -21,11 +21,16 @@ hook is ``hybrid_remat_register_bounds``; the built-ins register in
   set, every plan pays for one of the rest); its plans are the heuristics of
   :mod:`hybrid_remat.heuristics.order_search`.
 
-The block bound and the chain-of-cuts bound stay with the structures they
-read (:mod:`hybrid_remat.blocks.bound`, :mod:`hybrid_remat.segments.bound`):
-they are built from the block detector and the per-block staircases, and
-:mod:`hybrid_remat.blocks` re-exports them, so here they would import a
-package that imports them back.
+* :mod:`.blocks` -- the block bound over the repeated blocks (or the runs of
+  the segment chain) that :mod:`hybrid_remat.blocks` detects, from their
+  per-block staircases (``block_bound``).
+* :mod:`.segments` -- the same bound over the segment chain's partition
+  (:func:`~hybrid_remat.bounds.segments.segment_lower_bound`, the
+  ``segments`` formulation's bound).
+
+:mod:`hybrid_remat.blocks` does not re-export the block bound: the bound reads
+the detector and the staircases, and a package ``__init__`` that imported it
+back would be half-initialised while the bound loads.
 
 Nothing here imports :mod:`hybrid_remat.heuristics` (the same layering as
 :mod:`hybrid_remat.exact`); SCIP models go through :mod:`hybrid_remat.scip`.

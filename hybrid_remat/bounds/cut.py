@@ -29,7 +29,7 @@ dense version of the tests); otherwise the cuts where the reference order
 holds the most memory, as many as the budget allows.  The chains model runs
 on the best few cuts with the time left.  On graphs with repeated blocks
 the same chains cut is solved exactly block by block by the *block bound*
-(:mod:`hybrid_remat.blocks.bound`, registered as ``block_bound``).
+(:mod:`hybrid_remat.bounds.blocks`, registered as ``block_bound``).
 
 Examples
 --------

@@ -1,7 +1,7 @@
 """Built-in bounds over every plan: the cut bound, the block bound, the
 multicut bound, the state-search bound, the placed chain-of-cuts bound, the
 recomputation bound of the order search (:mod:`hybrid_remat.bounds`,
-:mod:`hybrid_remat.blocks.bound`), the fixed-order class bound
+:mod:`hybrid_remat.bounds.blocks`), the fixed-order class bound
 (:mod:`hybrid_remat.exact.checkmate.order_bound`, scope ``staged``)
 and ``feasibility`` (``+inf`` when no plan fits the budget), registered
 through the plugin hook."""
@@ -11,7 +11,7 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def hybrid_remat_register_bounds():
-    from ..blocks import BlockBoundSource
+    from ..bounds.blocks import BlockBoundSource
     from ..bounds.cut import CutBoundSource
     from ..bounds.feasibility import FeasibilityBound
     from ..bounds.multicut import MultiCutBoundSource

@@ -4,7 +4,7 @@ repetition.
 
 ``solve`` runs :func:`~hybrid_remat.segments.solver.solve_segments` (a
 simulator-checked plan of the keep-or-recompute-once class) with most of its
-limits, then :func:`~hybrid_remat.segments.bound.segment_lower_bound` (a
+limits, then :func:`~hybrid_remat.bounds.segments.segment_lower_bound` (a
 bound over every plan) with the rest; ``status`` is ``optimal`` only when the
 plan reaches that bound.  The menus are independent tasks
 (:func:`~hybrid_remat.segments.menus.menu_tasks`); a portfolio that runs them

@@ -32,7 +32,7 @@ figures of three columns of the sweep (both ends and the middle,
 final rounds.  Every better valid plan goes to ``on_incumbent`` at once.
 
 It returns the best simulator-valid plan and proves nothing itself; the
-bound over every plan is :func:`~hybrid_remat.segments.bound.segment_lower_bound`.
+bound over every plan is :func:`~hybrid_remat.bounds.segments.segment_lower_bound`.
 The DP's value is the least extra time of the class *as measured* (figures
 of mixed options are approximations), so it is no bound of any kind and is
 not reported as one.

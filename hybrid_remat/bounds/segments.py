@@ -1,8 +1,8 @@
 """A bound over every plan from a segment chain: the block bound
-(:mod:`hybrid_remat.blocks.bound`) with the chain's stages as the groups.
+(:mod:`hybrid_remat.bounds.blocks`) with the chain's stages as the groups.
 
 Why it is valid.  The block bound's proof (steps 1-3 in
-:mod:`hybrid_remat.blocks.bound`) starts from the cut bound at a node ``t``,
+:mod:`hybrid_remat.bounds.blocks`) starts from the cut bound at a node ``t``,
 a relaxation of EVERY plan (not only of the keep-or-recompute-once class the
 segment solver searches), and drops the recomputation rows between groups:
 which nodes form a group is never used, so any partition of the nodes gives
@@ -35,8 +35,8 @@ True
 
 from __future__ import annotations
 
-from ..blocks.bound import BlockBound, block_lower_bound
 from ..limits import Limits
+from .blocks import BlockBound, block_lower_bound
 
 __all__ = ["segment_lower_bound"]
 

@@ -77,10 +77,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..blocks.detect import BlockStructure, detect_blocks
+from ..blocks.staircase import closure_staircase
 from ..interfaces import ALL_PLANS, Bound, BoundResult
 from ..limits import Limits, now
-from .detect import BlockStructure, detect_blocks
-from .staircase import closure_staircase
 
 __all__ = ["BlockBound", "block_lower_bound", "BlockBoundSource", "blocks_applicable", "RemembersBlocks",
            "block_partition", "coverage", "runs_chain"]
@@ -225,7 +225,7 @@ def _groups(problem, part, t: int, anc, items):
 def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = math.inf):
     """``(value, slack)``: the block bound at cut ``t`` and how far SCIP's
     tolerances may have lowered it (``None`` when stopped before any front)."""
-    from ..bounds.cut import cut_items
+    from .cut import cut_items
 
     g = problem.graph
     anc, items = cut_items(g, t)
@@ -334,7 +334,7 @@ def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts:
     the trivial bound when the graph has no repeated blocks.  It stops as
     soon as it reaches ``target`` (e.g. a plan's time: then that plan is
     optimal)."""
-    from ..bounds.cut import cut_lower_bound
+    from .cut import cut_lower_bound
 
     limits = limits or Limits()
     t0 = now()
@@ -368,7 +368,7 @@ def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts:
 def blocks_applicable(problem, structure: BlockStructure | None = None) -> tuple[bool, str]:
     """Single device, serial objective, at least two repeated blocks
     (``structure``: the graph's, when already detected)."""
-    from ..bounds.cut import serial_single_device
+    from .cut import serial_single_device
 
     ok, why = serial_single_device(problem)
     if not ok:
