@@ -6,7 +6,7 @@ across the chain by a dynamic program, with a bound over every plan.
 * :mod:`.chain` -- :func:`segment_chain`: the stages.
 * :mod:`.menus` -- independent menu tasks (:func:`menu_tasks`, :func:`compute_menu`).
 * :mod:`.solver` -- :func:`solve_segments`: figures, the chain DP, a simulator-checked plan.
-* :mod:`.bound` -- :func:`segment_lower_bound`: the block bound over the chain's partition.
+* :func:`hybrid_remat.bounds.segments.segment_lower_bound`: the block bound over the chain's partition (with the other bounds).
 * :mod:`.formulation` -- :class:`SegmentsFormulation`, registered as ``segments``.
 """
 
