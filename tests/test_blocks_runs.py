@@ -8,9 +8,11 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from hybrid_remat.blocks import structure as structure_mod
 from hybrid_remat.blocks.formulation import BlocksFormulation
+from hybrid_remat.blocks.structure import block_partition
 from hybrid_remat.bounds import blocks as bound_mod
-from hybrid_remat.bounds.blocks import BlockBoundSource, block_partition
+from hybrid_remat.bounds.blocks import BlockBoundSource
 from hybrid_remat.budgets import keep_all_peak, min_feasible_budget
 from hybrid_remat.families import unet
 from hybrid_remat.generators import random_layered, training_graph
@@ -39,7 +41,7 @@ def _tiny(seed, n=5):
 def test_block_bound_over_the_chain_is_a_bound_over_every_plan(seed, max_group, monkeypatch):
     """The chain forced as the partition (coverage threshold above 1); with
     ``max_group`` 2 most groups are too large and keep their item only."""
-    monkeypatch.setattr(bound_mod, "MIN_COVERAGE", 1.01)
+    monkeypatch.setattr(structure_mod, "MIN_COVERAGE", 1.01)
     monkeypatch.setattr(bound_mod, "MAX_GROUP_NODES", max_group)
     g = _tiny(seed)
     src = BlockBoundSource()

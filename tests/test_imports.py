@@ -74,3 +74,31 @@ def test_no_module_over_600_lines():
     long = {str(p.relative_to(ROOT.parent)): n for p in ROOT.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_every_module_imports_first():
+    """Each module imports in a fresh ``hybrid_remat`` (the package purged
+    from ``sys.modules`` before each): a package ``__init__`` that imports
+    back a module half-way through its own import fails here, whatever the
+    order the rest of the suite happens to import them in."""
+    import subprocess
+    import sys
+
+    names = sorted(n for n in import_graph() if not n.endswith("__main__"))
+    script = (
+        "import importlib, sys, warnings\n"
+        "warnings.simplefilter('ignore')\n"
+        "bad = []\n"
+        f"for name in {names!r}:\n"
+        "    for m in [m for m in sys.modules if m == 'hybrid_remat' or m.startswith('hybrid_remat.')]:\n"
+        "        del sys.modules[m]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError as e:\n"
+        "        bad.append(f'{name}: {e}')\n"
+        "print('\\n'.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT.parent, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert not out.stdout.strip(), out.stdout

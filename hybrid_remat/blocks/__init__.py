@@ -3,6 +3,7 @@ by hashing, solved exactly one block of each kind with SCIP and combined
 across the chain of blocks (Rockmate's idea, with bounds).
 
 * :mod:`.detect` -- :func:`detect_runs`: every run of repeated blocks; :func:`detect_blocks`: the main one.
+* :mod:`.structure` -- applicability, coverage, the partition and the chain of runs the components work on.
 * :mod:`.schedule` -- keep-or-recompute-once plans (a keep set -> sequence -> plan).
 * :mod:`.staircase` -- a block's exact (held, extra) Pareto front (SCIP).
 * :mod:`.solver` -- :func:`solve_blocks`: menus, simulator-measured peaks,

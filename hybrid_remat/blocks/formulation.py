@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import math
 
-from ..bounds.blocks import BlockBound, RemembersBlocks, block_lower_bound, coverage, runs_chain
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
 from ..scip import check_bound
 from .solver import solve_blocks
+from .structure import RemembersBlocks, coverage, runs_chain
 
 __all__ = ["BlocksFormulation", "result_with_bound", "solve_chain"]
 
@@ -94,6 +94,8 @@ class BlocksFormulation(RemembersBlocks, Formulation):
         bs = self.structure(problem.graph)
         if bs is None or bs.n_blocks < 2:
             return FormulationResult("no_solution", stats={"skipped": "no repeated blocks"})
+        from ..bounds.blocks import block_lower_bound  # here: the bound reads this package's detector
+
         left = lim.left()
         r = solve_blocks(problem, structure=bs, on_incumbent=on_incumbent,
                          limits=lim.share(0.75 * left) if math.isfinite(left) else lim)
@@ -124,6 +126,7 @@ def solve_chain(problem, ch, lim, *, on_incumbent=None, on_bound=None) -> Formul
     """A segment chain's plan (:func:`~hybrid_remat.segments.solver.solve_segments`,
     most of ``lim``) and its bound over every plan
     (:func:`~hybrid_remat.bounds.segments.segment_lower_bound`, the rest)."""
+    from ..bounds.blocks import BlockBound
     from ..bounds.segments import segment_lower_bound
     from ..segments.solver import solve_segments
 

@@ -79,6 +79,7 @@ import numpy as np
 
 from ..blocks.detect import BlockStructure, detect_blocks
 from ..blocks.staircase import closure_staircase
+from ..blocks.structure import RemembersBlocks, block_partition, blocks_applicable, coverage, runs_chain
 from ..interfaces import ALL_PLANS, Bound, BoundResult
 from ..limits import Limits, now
 
@@ -105,9 +106,6 @@ EXACT_COST_BLOCKS = 16
 #: a group of more ancestors of the cut than this keeps only its item (bytes of its inputs of ``t``, 0 s):
 #: building and freeing the closure model of a 20k-node prologue outlasted the deadline (ResNet stages at 32k)
 MAX_GROUP_NODES = 4096
-#: below this share of the nodes in repeated blocks, the block bound groups by the segment chain instead
-#: (:func:`block_partition`): a U-Net's 45k-node prologue as one group gave the trivial bound in 8 s
-MIN_COVERAGE = 0.5
 #: the cost ratio of a class is rounded down to a multiple of this
 RATIO_STEP = 0.005
 
@@ -363,69 +361,6 @@ def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts:
         return BlockBound(base + screen.extra, screen.extra, int(screen.node), stats,
                           tolerance=1e-9 * (base + screen.extra))
     return BlockBound(base + best, best, best_t, stats, tolerance=2.0 * slack + 1e-12 * (base + best))
-
-
-def blocks_applicable(problem, structure: BlockStructure | None = None) -> tuple[bool, str]:
-    """Single device, serial objective, at least two repeated blocks
-    (``structure``: the graph's, when already detected)."""
-    from .cut import serial_single_device
-
-    ok, why = serial_single_device(problem)
-    if not ok:
-        return ok, why
-    bs = structure if structure is not None else detect_blocks(problem.graph)
-    if bs is None or bs.n_blocks < 2:
-        return False, "no repeated blocks"
-    return True, ""
-
-
-def coverage(graph, bs) -> float:
-    """The share of ``graph``'s nodes in the blocks of ``bs`` (0 for none)."""
-    return 0.0 if bs is None else (bs.fwd.size + bs.bwd.size) / max(1, graph.n)
-
-
-def block_partition(graph, bs=None):
-    """The groups the block bound uses on ``graph``: its repeated blocks
-    (``bs``, detected when not given) where they cover at least
-    :data:`MIN_COVERAGE` of the nodes, else the segment chain (several runs
-    and segments of their own cut where few bytes cross), else ``bs``.  Any
-    partition gives a bound over every plan (module docstring, step 2)."""
-    bs = bs if bs is not None else graph.derived("blocks", detect_blocks)
-    if coverage(graph, bs) >= MIN_COVERAGE:
-        return bs
-    from ..segments.chain import segment_chain
-
-    ch = graph.derived("segment_chain", segment_chain)
-    return ch if ch is not None else bs
-
-
-def runs_chain(graph, bs=None, min_coverage: float = MIN_COVERAGE):
-    """The segment chain when the blocks of ``bs`` cover less than
-    ``min_coverage`` of the nodes but the chain's runs together cover that
-    much (U-Net levels, ResNet stages: several runs of repeated blocks, each
-    a kind of its own); else ``None``."""
-    bs = bs if bs is not None else graph.derived("blocks", detect_blocks)
-    if coverage(graph, bs) >= min_coverage:
-        return None
-    ch = block_partition(graph, bs)
-    if not hasattr(ch, "runs") or not ch.runs:
-        return None
-    in_runs = sum(ch.stage_nodes(s).size for s in range(ch.n_stages) if ch.kind[s] >= 0)
-    return ch if in_runs >= min_coverage * graph.n else None
-
-
-class RemembersBlocks:
-    """Detection once per graph, shared by every block component: the
-    structure is kept with the graph (:meth:`~hybrid_remat.graph.Graph.derived`;
-    a component is asked ``applicable`` then run).  ``applicable``:
-    :func:`blocks_applicable`."""
-
-    def applicable(self, problem) -> tuple[bool, str]:
-        return blocks_applicable(problem, self.structure(problem.graph))
-
-    def structure(self, graph) -> BlockStructure | None:
-        """The graph's blocks (:func:`~hybrid_remat.blocks.detect.detect_blocks`)."""
-        return graph.derived("blocks", detect_blocks)
 
 
 class BlockBoundSource(RemembersBlocks, Bound):
