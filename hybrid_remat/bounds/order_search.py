@@ -73,8 +73,9 @@ from ..limits import Limits, now
 
 __all__ = ["OrderSearch", "search_orders", "recompute_lower_bound", "RecomputeBound", "MAX_NODES", "PLAN_STATES"]
 
-#: graphs above this many nodes are not searched (the states are bit sets of n bits)
-MAX_NODES = 5_000
+#: graphs above this many nodes are not searched (the states are bit sets of n bits; at 2k nodes, U-Nets and
+#: random layered graphs, the search spent 6-9 s of a 20 s solve and found nothing: families table, 2026-12-02)
+MAX_NODES = 1_500
 #: states the search may visit by default
 MAX_STATES = 2_000_000
 #: states of the heuristic's search (RLG1-RLG3 found within 8k; a longer search rarely finds one and would
@@ -235,7 +236,7 @@ def recompute_lower_bound(problem, *, limits: Limits | None = None, max_states: 
 class RecomputeBound(Bound):
     """The bound of the module docstring as a registered bound
     (``recompute_bound``, scope: every plan; serial time, one device, up to
-    5000 nodes).
+    1500 nodes).
 
     Examples
     --------

@@ -44,7 +44,7 @@ class NoRecomputeOrder(Heuristic):
     """A plan with no recomputation in an order searched for memory
     (``no_recompute_order``; module docstring): when one is found it is
     optimal over every plan (one computation per node).  Single device, up
-    to 5000 nodes; honours its limits."""
+    to 1500 nodes; honours its limits."""
 
     name = "no_recompute_order"
     version = "1"
@@ -97,7 +97,7 @@ class SearchedOrder(Heuristic):
     found by the search of the module docstring against a budget a few per
     cent above the problem's (``searched_order``): the order leaves little
     to recompute.  Measured on RLG3 @80 %: 1.32 TDI % (the reference order's
-    best: 3.1); RLG4 @90 %: 0.28 (0.43).  Single device, up to 5000 nodes;
+    best: 3.1); RLG4 @90 %: 0.28 (0.43).  Single device, up to 1500 nodes;
     honours its limits (the searches take 60 % of the time)."""
 
     name = "searched_order"
