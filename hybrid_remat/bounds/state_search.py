@@ -246,10 +246,11 @@ class StateSearchBound(Bound):
     bound_scope = ALL_PLANS
 
     def applicable(self, problem) -> tuple[bool, str]:
-        if not problem.is_single_device:
-            return False, "single device only"
-        if problem.objective.name != "serial":
-            return False, "serial time only"
+        from .cut import serial_single_device
+
+        ok, why = serial_single_device(problem)
+        if not ok:
+            return ok, why
         if problem.graph.n > MAX_NODES:
             return False, f"more than {MAX_NODES} nodes (the frontier bound is little above the base cost)"
         return True, ""

@@ -363,10 +363,11 @@ class FixedOrderBoundSource(Bound):
     max_nodes = 1_500
 
     def applicable(self, problem) -> tuple[bool, str]:
-        if not problem.is_single_device:
-            return False, "single device only"
-        if problem.objective.name != "serial":
-            return False, "serial time only"
+        from ...bounds.cut import serial_single_device
+
+        ok, why = serial_single_device(problem)
+        if not ok:
+            return ok, why
         if problem.graph.n > self.max_nodes:
             return False, f"above {self.max_nodes} nodes"
         return True, ""
