@@ -50,23 +50,13 @@ from hybrid_remat.errors import BudgetError
 MODELS = ("mlp_dropout", "resnetish", "gpt2")
 
 
-class DropMLP(torch.nn.Module):
-    def __init__(self, d=256, layers=6, p=0.2):
-        super().__init__()
-        self.layers = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(layers))
-        self.drop = torch.nn.Dropout(p)
-
-    def forward(self, x):
-        for lin in self.layers:
-            x = self.drop(torch.tanh(lin(x)))
-        return x
-
-
 def make(name: str):
     """(model, call(model) -> loss)."""
     torch.manual_seed(0)
     if name == "mlp_dropout":
-        m, x = DropMLP(), torch.randn(1024, 256)
+        from hybrid_remat.torch.examples import DropMLP
+
+        m, x = DropMLP(d=256, layers=6, p=0.2), torch.randn(1024, 256)
         return m, lambda mod: mod(x).square().mean()
     if name == "resnetish":
         from hybrid_remat.torch.examples import ResNetish

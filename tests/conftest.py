@@ -9,6 +9,31 @@ DATASETS = ROOT / "datasets"
 SHARED_MOCCASIN = ROOT.parent / "shared" / "benchmarks" / "moccasin"
 
 
+def tiny_training(seed: int, n: int = 5):
+    """A random forward DAG of ``n`` nodes (a chain plus random skips, integer
+    bytes and costs) as a training graph: small enough for brute force."""
+    import networkx as nx
+    import numpy as np
+
+    from hybrid_remat.generators import training_graph
+
+    rng = np.random.default_rng(seed)
+    fw = nx.DiGraph()
+    for v in range(n):
+        fw.add_node(v, bytes=int(rng.integers(1, 5)), cost=float(rng.integers(1, 6)))
+        if v:
+            fw.add_edge(v - 1, v)
+        if v >= 2 and rng.random() < 0.4:
+            fw.add_edge(int(rng.integers(0, v - 1)), v)
+    return training_graph(fw)
+
+
+@pytest.fixture
+def tiny_training_graph():
+    """:func:`tiny_training`, as a fixture (``tiny_training_graph(seed, n)``)."""
+    return tiny_training
+
+
 @pytest.fixture
 def datasets_dir():
     return DATASETS

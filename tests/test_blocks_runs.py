@@ -4,7 +4,6 @@ brute force on tiny graphs, with the chain forced and with groups too large
 to solve), the anytime segment solver's plans all pass the simulator, and
 the chain's fast paths agree with their plain versions."""
 
-import networkx as nx
 import numpy as np
 import pytest
 
@@ -24,26 +23,14 @@ from hybrid_remat.segments.solver import solve_segments, sweep_order
 from hybrid_remat.simulate import simulate
 
 
-def _tiny(seed, n=5):
-    rng = np.random.default_rng(seed)
-    fw = nx.DiGraph()
-    for v in range(n):
-        fw.add_node(v, bytes=int(rng.integers(1, 5)), cost=float(rng.integers(1, 6)))
-        if v:
-            fw.add_edge(v - 1, v)
-        if v >= 2 and rng.random() < 0.4:
-            fw.add_edge(int(rng.integers(0, v - 1)), v)
-    return training_graph(fw)
-
-
 @pytest.mark.parametrize("seed", [0, 3, 4])
 @pytest.mark.parametrize("max_group", [4096, 2])
-def test_block_bound_over_the_chain_is_a_bound_over_every_plan(seed, max_group, monkeypatch):
+def test_block_bound_over_the_chain_is_a_bound_over_every_plan(seed, max_group, monkeypatch, tiny_training_graph):
     """The chain forced as the partition (coverage threshold above 1); with
     ``max_group`` 2 most groups are too large and keep their item only."""
     monkeypatch.setattr(structure_mod, "MIN_COVERAGE", 1.01)
     monkeypatch.setattr(bound_mod, "MAX_GROUP_NODES", max_group)
-    g = _tiny(seed)
+    g = tiny_training_graph(seed)
     src = BlockBoundSource()
     checked = 0
     for B in range(min_feasible_budget(g), keep_all_peak(g) + 1):

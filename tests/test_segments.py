@@ -61,19 +61,6 @@ def _decoder(layers, *, first_ffn=3, op_names=True):
     return training_graph(fw, name=f"decoder{layers}")
 
 
-def _tiny_training(seed, n=5):
-    """A random forward DAG of ``n`` nodes as a training graph (brute force works)."""
-    rng = np.random.default_rng(seed)
-    fw = nx.DiGraph()
-    for v in range(n):
-        fw.add_node(v, bytes=int(rng.integers(1, 5)), cost=float(rng.integers(1, 6)))
-        if v:
-            fw.add_edge(v - 1, v)
-        if v >= 2 and rng.random() < 0.4:
-            fw.add_edge(int(rng.integers(0, v - 1)), v)
-    return training_graph(fw)
-
-
 @pytest.mark.parametrize("op_names", [True, False])
 def test_checkmate_convention_decoder_is_detected(op_names):
     """The issue's failure: the last layer's backward reads the head's gradient,
@@ -131,8 +118,8 @@ def test_several_runs(family):
     assert sum(f.size + b.size for f, b in zip(ch.fwd, ch.bwd, strict=True)) == g.n
 
 
-def test_no_repetition_gives_segments_and_a_reason():
-    g = _tiny_training(4, n=12)
+def test_no_repetition_gives_segments_and_a_reason(tiny_training_graph):
+    g = tiny_training_graph(4, n=12)
     st = detect_runs(g)
     ch = segment_chain(g, structure=st, segment_size=3)
     assert ch.n_stages >= 3 and not ch.runs and (ch.kind < 0).all()
@@ -162,8 +149,8 @@ def test_chain_dp_is_exact_on_integer_figures():
             assert sum(extra[s, o] for s, o in enumerate(got)) == best
 
 
-def test_greedy_menu_is_a_pareto_front():
-    g = _tiny_training(2, n=30)
+def test_greedy_menu_is_a_pareto_front(tiny_training_graph):
+    g = tiny_training_graph(2, n=30)
     p = Problem.single(g, "60%")
     for task in menu_tasks(p, segment_chain(g, segment_size=10)):
         m = greedy_menu(task)
@@ -172,8 +159,8 @@ def test_greedy_menu_is_a_pareto_front():
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 5])
-def test_segment_chain_plan_and_bound_against_brute_force(seed):
-    g = _tiny_training(seed)
+def test_segment_chain_plan_and_bound_against_brute_force(seed, tiny_training_graph):
+    g = tiny_training_graph(seed)
     ch = segment_chain(g, segment_size=2)
     assert ch.n_stages >= 2
     found = 0
@@ -217,12 +204,12 @@ def test_cost_classes_give_a_valid_bound(monkeypatch):
         assert p.base_cost - 1e-9 <= scaled <= own + 1e-6 * own and own <= opt + 1e-6 * opt
 
 
-def test_segments_against_the_flat_model():
+def test_segments_against_the_flat_model(tiny_training_graph):
     """A 12-node forward graph (25 nodes): the segment bound is at most the
     flat staged model's plan, the segment plan close to it."""
     from hybrid_remat.exact.checkmate import CheckmateFormulation
 
-    g = _tiny_training(7, n=12)
+    g = tiny_training_graph(7, n=12)
     lo, hi = min_feasible_budget(g), keep_all_peak(g)
     for f in (0.5, 0.8):
         p = Problem.single(g, int(lo + f * (hi - lo)))

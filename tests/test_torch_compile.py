@@ -13,21 +13,10 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import hybrid_remat.torch as hrt  # noqa: E402
+from hybrid_remat.torch.examples import DropMLP  # noqa: E402
 
 pytestmark = pytest.mark.torch
 torch.set_num_threads(1)
-
-
-class DropMLP(nn.Module):
-    def __init__(self, d=64, layers=4, p=0.3):
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
-        self.drop = nn.Dropout(p)
-
-    def forward(self, x):
-        for lin in self.layers:
-            x = self.drop(torch.tanh(lin(x)) * 1.5)
-        return x
 
 
 def _compiled_step(model, x, solver, backend="aot_eager"):
@@ -47,7 +36,7 @@ def test_compiled_gradients_equal_eager_with_dropout():
     recomputing it in backward (no RNG replay on CPU) draws other masks.
     The solver keeps random ops saved: gradients equal eager's."""
     torch.manual_seed(0)
-    model, x = DropMLP(), torch.randn(32, 64)
+    model, x = DropMLP(scale=1.5), torch.randn(32, 64)
     ref = copy.deepcopy(model)
     torch.manual_seed(7)
     hrt.default_loss(ref(x)).backward()
@@ -68,7 +57,7 @@ def test_the_knapsack_alone_would_recompute_dropout_and_change_gradients(monkeyp
 
     monkeypatch.setattr(hc, "is_rng_node", lambda node: False)
     torch.manual_seed(0)
-    model, x = DropMLP(), torch.randn(32, 64)
+    model, x = DropMLP(scale=1.5), torch.randn(32, 64)
     ref = copy.deepcopy(model)
     torch.manual_seed(7)
     hrt.default_loss(ref(x)).backward()

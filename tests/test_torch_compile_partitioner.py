@@ -14,21 +14,10 @@ nn = torch.nn
 
 import hybrid_remat.torch as hrt  # noqa: E402
 from hybrid_remat.errors import BudgetError, HybridRematError  # noqa: E402
+from hybrid_remat.torch.examples import DropMLP  # noqa: E402
 
 pytestmark = pytest.mark.torch
 torch.set_num_threads(1)
-
-
-class DropMLP(nn.Module):
-    def __init__(self, d=64, layers=4, p=0.3):
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
-        self.drop = nn.Dropout(p)
-
-    def forward(self, x):
-        for lin in self.layers:
-            x = self.drop(torch.tanh(lin(x)) * 1.5)
-        return x
 
 
 class Broken(nn.Module):
@@ -68,7 +57,7 @@ def _same_grads(a, b) -> bool:
 
 def test_gradients_equal_eager_with_dropout_while_recomputing():
     torch.manual_seed(0)
-    model, x = DropMLP(), torch.randn(32, 64)
+    model, x = DropMLP(scale=1.5), torch.randn(32, 64)
     ref = _eager(model, x)
     part = hrt.CompilePartitioner(0.8, time_limit=2)
     _step(model, x, part)
@@ -84,7 +73,7 @@ def test_recomputing_dropout_would_change_the_gradients(monkeypatch):
 
     monkeypatch.setattr(hp, "is_rng_node", lambda node: False)
     torch.manual_seed(0)
-    model, x = DropMLP(), torch.randn(32, 64)
+    model, x = DropMLP(scale=1.5), torch.randn(32, 64)
     ref = _eager(model, x)
     part = hrt.CompilePartitioner(0.3, time_limit=2, over_budget="warn")
     with warnings.catch_warnings():
@@ -174,7 +163,7 @@ def test_other_misuse():
 
 def test_an_unreachable_budget_names_a_budget_that_plans():
     torch.manual_seed(0)
-    model, x = DropMLP(), torch.randn(32, 64)
+    model, x = DropMLP(scale=1.5), torch.randn(32, 64)
     part = hrt.CompilePartitioner(0.2, time_limit=2)
     with pytest.raises(Exception, match=r"budget=0\.\d+ plans") as info:
         _step(model, x, part)

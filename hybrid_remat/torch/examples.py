@@ -1,7 +1,8 @@
 """Small models to try the frontend on (and that its tests and benchmarks
 use): a ResNet-like CNN with batch norm, in-place ReLU and in-place residual
 adds -- the case where a checkpoint runtime must neither replay an in-place
-op on its input nor update batch-norm statistics twice.
+op on its input nor update batch-norm statistics twice; and an MLP with
+dropout, the case where a recomputed random op would change the gradients.
 
 >>> import torch
 >>> from hybrid_remat.torch.examples import ResNetish
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import torch.nn as nn
 
-__all__ = ["Block", "ResNetish"]
+__all__ = ["Block", "ResNetish", "DropMLP"]
 
 
 class Block(nn.Module):
@@ -45,3 +46,20 @@ class ResNetish(nn.Module):
 
     def forward(self, x):
         return self.head(self.blocks(self.stem(x)).mean((2, 3)))
+
+
+class DropMLP(nn.Module):
+    """``layers`` x (linear, tanh scaled by ``scale``, dropout ``p``) of width ``d``."""
+
+    def __init__(self, d: int = 64, layers: int = 4, p: float = 0.3, scale: float = 1.0):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.drop = nn.Dropout(p)
+        self.scale = scale
+
+    def forward(self, x):
+        import torch
+
+        for lin in self.layers:
+            x = self.drop(torch.tanh(lin(x)) * self.scale)
+        return x
