@@ -175,7 +175,6 @@ def _model(problem, chain, limits):
     """The LP of the module docstring as ``(c, A, b, lb, ub, cost scale)``
     (rows ``A z <= b``, costs divided by the scale); ``None`` when the
     deadline passes while building."""
-    import scipy.sparse as sp
 
     g = problem.graph
     cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
@@ -202,16 +201,8 @@ def _model(problem, chain, limits):
     c = np.zeros(nv)
     lb = np.zeros(nv)
     ub = np.ones(nv)
-    rows, cols, vals, rhs = [], [], [], []
-    r = 0
-
-    def row(cs, vs, b):
-        nonlocal r
-        rows.extend([r] * len(cs))
-        cols.extend(cs)
-        vals.extend(vs)
-        rhs.append(b)
-        r += 1
+    rows = SparseRows()
+    row = rows.add
 
     src_all = np.repeat(np.arange(g.n, dtype=np.int64), np.diff(g.succ_ptr))
     first = np.full(g.n, k, dtype=np.int64)  # the first cut that a node's first computation precedes
@@ -241,8 +232,32 @@ def _model(problem, chain, limits):
         inside = anc[i][g.succ_idx]  # 4. chains: edges u -> v with v in A_i
         for u, v in zip(src_all[inside].tolist(), g.succ_idx[inside].tolist(), strict=True):
             row([zi[i][v], xi[i][u], zi[i][u]], [1.0, -1.0, -1.0], 0.0)
-    A = sp.csr_matrix((np.asarray(vals), (np.asarray(rows), np.asarray(cols))), shape=(r, nv))
-    return c, A, np.asarray(rhs), lb, ub, cscale
+    A, b = rows.matrix(nv)
+    return c, A, b, lb, ub, cscale
+
+
+class SparseRows:
+    """Rows ``sum vals[k] z[cols[k]] <= rhs`` of an LP, added one at a time
+    (:meth:`add`) and returned as a CSR matrix and its right-hand side
+    (:meth:`matrix`)."""
+
+    def __init__(self):
+        self.rows, self.cols, self.vals, self.rhs = [], [], [], []
+
+    def add(self, cols, vals, rhs: float) -> None:
+        self.rows.extend([len(self.rhs)] * len(cols))
+        self.cols.extend(cols)
+        self.vals.extend(vals)
+        self.rhs.append(rhs)
+
+    def matrix(self, n_cols: int):
+        """``(A, b)``: ``A`` of shape ``(rows, n_cols)``."""
+        import scipy.sparse as sp
+
+        A = sp.csr_matrix((np.asarray(self.vals, dtype=np.float64), (np.asarray(self.rows, dtype=np.int64),
+                                                                      np.asarray(self.cols, dtype=np.int64))),
+                          shape=(len(self.rhs), n_cols))
+        return A, np.asarray(self.rhs, dtype=np.float64)
 
 
 def _certified_lp(c, A, b, lb, ub, limits) -> float | None:

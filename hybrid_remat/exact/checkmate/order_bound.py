@@ -180,7 +180,6 @@ def _cut_sets(graph, t, last, depth):
 def _model(problem, cuts, depth, limits):
     """The LP of the module docstring: ``(c, A, b, lb, ub, cost scale)`` with
     rows ``A y <= b``; ``None`` when the deadline passes while building."""
-    import scipy.sparse as sp
 
     g = problem.graph
     cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
@@ -209,16 +208,10 @@ def _model(problem, cuts, depth, limits):
     c = np.zeros(nv)
     lb = np.zeros(nv)
     ub = np.ones(nv)
-    rows, cols, vals, rhs = [], [], [], []
-    r = 0
+    from ...bounds.multicut import SparseRows
 
-    def row(cs, vs, b):
-        nonlocal r
-        rows.extend([r] * len(cs))
-        cols.extend(cs)
-        vals.extend(vs)
-        rhs.append(b)
-        r += 1
+    rows = SparseRows()
+    row = rows.add
 
     for i, t in enumerate(cuts):
         if limits.expired():
@@ -243,9 +236,8 @@ def _model(problem, cuts, depth, limits):
         for v in chained.tolist():  # 4. chains
             for u in np.unique(g.preds(v)).tolist():
                 row([int(zi[i][v]), int(xi[i][u]), int(zi[i][u])], [1.0, -1.0, -1.0], 0.0)
-    A = sp.csr_matrix((np.asarray(vals, dtype=np.float64), (np.asarray(rows, dtype=np.int64),
-                                                            np.asarray(cols, dtype=np.int64))), shape=(r, nv))
-    return c, A, np.asarray(rhs), lb, ub, cscale
+    A, b = rows.matrix(nv)
+    return c, A, b, lb, ub, cscale
 
 
 def fixed_order_lower_bound(problem, *, depth: int = 1, milp: bool = True, max_cuts: int | None = None,
