@@ -88,7 +88,7 @@ __all__ = ["FirstMomentBound", "FirstMomentResult", "first_moment_lower_bound", 
            "heavy_sets", "MAX_NODES"]
 
 #: graphs above this size are left to the other bounds (the model is built in Python)
-MAX_NODES = 3_000
+MAX_NODES = 2_000
 #: SCIP node limit per model
 _NODE_LIMIT = 5_000
 #: shares of the largest allocation that define the heavy sets tried, in order
@@ -203,18 +203,21 @@ def first_moment_lower_bound(problem, *, heavy=None, limits: Limits | None = Non
     if g.n > MAX_NODES:
         return FirstMomentResult(base, 0.0, [], {"skipped": f"more than {MAX_NODES} nodes"})
     sets = [sorted(int(v) for v in heavy)] if heavy is not None else heavy_sets(g)
-    best, best_h, tried = 0.0, [], 0
+    best, best_h, tried, finished = 0.0, [], 0, 0
     for h in sets:
-        if limits.expired() or (math.isfinite(limits.left()) and limits.left() < _SECONDS_PER_EDGE * (g.m + g.n)):
+        if limits.expired() or (tried and math.isfinite(limits.left())
+                                and limits.left() < _SECONDS_PER_EDGE * (g.m + g.n)):
             break
-        val = first_moment_extra(problem, h, limits.share(limits.left() / 2) if math.isfinite(limits.left())
-                                 else limits)
+        val = first_moment_extra(problem, h, limits)
         tried += 1
-        if val is not None and val > best:
+        if val is None:
+            continue
+        finished += 1
+        if val > best:
             best, best_h = val, h
         if val == math.inf:
             break
-    stats = {"seconds": now() - t0, "heavy_sets": tried, "heavy": len(best_h)}
+    stats = {"seconds": now() - t0, "heavy_sets": tried, "heavy": len(best_h), "finished": finished}
     return FirstMomentResult(base + best, best, best_h, stats)
 
 
@@ -251,4 +254,6 @@ class FirstMomentBound(Bound):
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
         r = first_moment_lower_bound(problem, limits=limits)
+        if not r.stats.get("finished") and "skipped" not in r.stats:  # stopped before any bound: a later round
+            return BoundResult(-math.inf, ALL_PLANS, {"reason": "stopped before a bound", **r.stats})
         return BoundResult(r.value, ALL_PLANS, {"extra": r.extra, **r.stats})
