@@ -252,6 +252,11 @@ class FirstMomentBound(Bound):
             return False, f"more than {MAX_NODES} nodes"
         return True, ""
 
+    def predict_seconds(self, problem) -> float:
+        """Seconds worth giving it (twice that is its first share): one model on ``mlp_chain_b256``
+        (150 nodes) takes 1-8 s on the shared 2-core machine, growing with the edges; at most 6 s."""
+        return min(6.0, 0.5 + 0.012 * (problem.graph.n + problem.graph.m))
+
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
         r = first_moment_lower_bound(problem, limits=limits)
         if not r.stats.get("finished") and "skipped" not in r.stats:  # stopped before any bound: a later round
