@@ -88,7 +88,7 @@ __all__ = ["FirstMomentBound", "FirstMomentResult", "first_moment_lower_bound", 
            "heavy_sets", "MAX_NODES"]
 
 #: graphs above this size are left to the other bounds (the model is built in Python)
-MAX_NODES = 2_000
+MAX_NODES = 1_500
 #: SCIP node limit per model
 _NODE_LIMIT = 5_000
 #: shares of the largest allocation that define the heavy sets tried, in order
@@ -254,8 +254,8 @@ class FirstMomentBound(Bound):
 
     def predict_seconds(self, problem) -> float:
         """Seconds worth giving it (twice that is its first share): one model on ``mlp_chain_b256``
-        (150 nodes) takes 1-8 s on the shared 2-core machine, growing with the edges; at most 6 s."""
-        return min(6.0, 0.5 + 0.012 * (problem.graph.n + problem.graph.m))
+        (150 nodes) takes 1-8 s on the shared 2-core machine, growing with the edges; at most 5 s."""
+        return min(5.0, 0.5 + 0.012 * (problem.graph.n + problem.graph.m))
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
         r = first_moment_lower_bound(problem, limits=limits)
