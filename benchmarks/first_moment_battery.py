@@ -128,6 +128,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=int, default=3000, help="random DAGs (3-7 nodes)")
     ap.add_argument("--chains", type=int, default=300, help="training chains (5-9 nodes)")
+    ap.add_argument("--mlps", default="2,3", help="layer counts of the miniature MLPs (exact state search)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="first_moment_battery")
     args = ap.parse_args()
@@ -137,7 +138,7 @@ def main() -> None:
     tallies = [Tally("random DAGs"), Tally("training chains"), Tally("miniature MLPs")]
     _random_dags(args.count, args.seed, tallies[0])
     _chains(args.chains, args.seed, tallies[1])
-    _mlps(tallies[2])
+    _mlps(tallies[2], [int(x) for x in args.mlps.split(",") if x])
     rows = [t.row() for t in tallies]
     bad = [b for t in tallies for b in t.bad]
     cmd = "python -m benchmarks.first_moment_battery " + " ".join(sys.argv[1:])
