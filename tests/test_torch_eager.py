@@ -153,3 +153,92 @@ def test_torch_budgets_above_one_that_are_not_sizes_are_errors(spec, why):
     with pytest.raises(BudgetError, match=why):
         hrt.plan(model, x, hrt.default_loss, budget=spec, time_limit=1, repeats=1, calibrate=False, verify=False,
                  graph=_G[0] if _G else None)
+
+
+# ------------------------------------------------------------ split regions, stable hints (issue 22.1, 22.4)
+class Block(nn.Module):
+    """A transformer-like block: a normalised mixing part and an MLP part, each a child module."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.norm1, self.mix, self.norm2, self.mlp = nn.LayerNorm(d), Layer(d), nn.LayerNorm(d), Layer(d)
+
+    def forward(self, x):
+        return self.mlp(self.norm2(self.mix(self.norm1(x))))
+
+
+class Blocks(nn.Module):
+    def __init__(self, d=32, n=4):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(d) for _ in range(n))
+        self.head = nn.Linear(d, 1)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def _blocks():
+    torch.manual_seed(0)
+    model, x = Blocks(), torch.randn(64, 32)
+    return model, x, hrt.trace(model, x, hrt.default_loss, repeats=1, timed_steps=0, costs="flops")
+
+
+def test_split_replaces_a_block_by_its_children_only_when_it_fits_and_pays():
+    """From every block checkpointed, at its own peak: the split move returns
+    a plan that fits, runs faster (simulated) than every block checkpointed
+    when some plan one split away fits and is faster, and is at least as fast
+    as the best of those (a block replaced by all, one or all but one of its
+    children), found by enumeration; the plan of the search trains like
+    plain."""
+    from hybrid_remat.torch._planner import _problem
+    from hybrid_remat.torch._region_search import RegionEvaluator, _split
+    from hybrid_remat.torch._regions import Region, RegionModel
+
+    model, x, g = _blocks()
+    rm = RegionModel(g)
+    oh = hrt._overheads.Overheads()
+    blocks = [f"blocks.{i}" for i in range(4)]
+    kids = ["norm1", "mix", "norm2", "mlp"]
+    budget = RegionEvaluator(_problem(g, 1, None), rm, oh)([Region(p) for p in blocks], "probe").peak
+    ev = RegionEvaluator(_problem(g, budget, None), rm, oh)
+    whole = ev([Region(p) for p in blocks], "regions:depth2:all")
+    one_away = []
+    for b in blocks:
+        rest = [Region(p) for p in blocks if p != b]
+        for sub in [kids] + [[k] for k in kids] + [[k for k in kids if k != o] for o in kids]:
+            one_away.append(ev(rest + [Region(f"{b}.{k}") for k in sub], "enum"))
+    faster = [c for c in one_away if ev.fits(c) and c.step_s < whole.step_s]
+    assert faster  # the instance exercises the move: the last block's norms need no checkpoint
+    got = _split(ev, rm, whole, "regions:depth2", float("inf"), set(rm.valid_paths()))
+    assert ev.fits(got) and set(got.regions) != set(whole.regions)
+    assert got.step_s <= min(c.step_s for c in faster) + 1e-12
+    rm.check(got.regions)  # disjoint, checkpointable
+    # a planned step under that budget gives plain's gradients
+    tp = hrt.plan_graph(g, budget, mechanism="regions", time_limit=5)
+    assert tp.predicted_peak_bytes <= budget
+    hrt.default_loss(model(x)).backward()
+    ref = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    hrt.apply(model, tp, hrt.default_loss)(x)
+    for a, b in zip(ref, (p.grad for p in model.parameters()), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_refusal_names_the_same_budget_whatever_the_search_time():
+    """A budget below every plan: the BudgetError's hint (the lowest peak of
+    the plans every search evaluates, each pool checkpointed whole among
+    them) is the same after no search time as after a long search, and that
+    budget plans."""
+    from hybrid_remat.errors import BudgetError
+
+    _, _, g = _blocks()
+    hints = []
+    for limit in (0.0, 5.0, 0.0):
+        with pytest.raises(BudgetError, match="budget=") as e:
+            hrt.plan_graph(g, 1000, time_limit=limit, mechanism="regions")
+        hints.append(int(str(e.value).rsplit("budget=", 1)[1].split()[0]))
+    assert len(set(hints)) == 1
+    tp = hrt.plan_graph(g, hints[0], time_limit=0.0, mechanism="regions")
+    assert tp.predicted_peak_bytes <= hints[0]
