@@ -337,9 +337,9 @@ def main(argv=None) -> int:
         except (OSError, ValueError):
             old = {"rows": []}
         when = old.get("meta", {}).get("date", "?")
-        for r in old["rows"]:
-            if r["model"] in skipped and not r.get("carried_from"):
-                rows.append({**r, "carried_from": when})
+        for r in old["rows"]:  # a row carried there keeps the date of the run that measured it
+            if r["model"] in skipped:
+                rows.append({**r, "carried_from": r.get("carried_from") or when})
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": platform.machine() + " " + args.device,
             "torch": torch.__version__, "seconds": time.perf_counter() - t0, "note": args.note,
             "rounds": args.rounds, "plans": args.plans}
