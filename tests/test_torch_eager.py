@@ -242,3 +242,49 @@ def test_a_refusal_names_the_same_budget_whatever_the_search_time():
     assert len(set(hints)) == 1
     tp = hrt.plan_graph(g, hints[0], time_limit=0.0, mechanism="regions")
     assert tp.predicted_peak_bytes <= hints[0]
+
+
+class _Cand:
+    def __init__(self, name, predicted_peak, measured_peak, ratio, predicted_s):
+        self.family, self.predicted_peak_bytes, self.predicted_step_s = name, predicted_peak, predicted_s
+        self.peak_as_run, self.ratio_as_run = measured_peak, ratio
+        self.alternatives, self.measured, self.graph = [], None, None
+
+
+def _fake_verify(monkeypatch, tighter):
+    import hybrid_remat.torch._verify as v
+
+    def measure(model, inputs, kwargs, loss_fn, device, plans, steps):
+        return [{"live_peak_bytes": c.peak_as_run, "ratio": c.ratio_as_run, "step_s": c.ratio_as_run, "spread": 0.0}
+                for c in plans]
+
+    calls = []
+
+    def plan_graph(graph, target, **kw):
+        calls.append(target)
+        if tighter is None:
+            raise v.BudgetError("none")
+        return tighter
+
+    monkeypatch.setattr(v, "measure_candidates", measure)
+    monkeypatch.setattr(v, "plan_graph", plan_graph)
+    monkeypatch.setattr(v, "_at_budget", lambda tp, nbytes: tp)
+    return v, calls
+
+
+@pytest.mark.parametrize("tighter_fits", [True, False])
+def test_verification_searches_tighter_before_settling_for_a_slower_plan(monkeypatch, tighter_fits):
+    """The predicted-fastest plan holds more than simulated, over the budget,
+    while a slower one fits: verification searches once more under the
+    tightened budget and keeps the faster plan that fits (the one found
+    there); when that search finds nothing, the slower plan that fitted."""
+    a = _Cand("fast-over", 900, 1100, 1.2, 1.2)
+    b = _Cand("slow-fits", 500, 600, 2.0, 2.0)
+    a.alternatives = [b]
+    c = _Cand("tighter", 800, 950, 1.4, 1.4)
+    v, calls = _fake_verify(monkeypatch, c if tighter_fits else None)
+    got = v._verified(nn.Linear(2, 2), (torch.zeros(1, 2),), {}, None, torch.device("cpu"), a, 1000, 1.0, False,
+                      "auto", None, 3)
+    assert calls and calls[0] < 1000  # searched again, tighter
+    assert got is (c if tighter_fits else b)
+    assert got.measured["live_peak_bytes"] <= 1000
