@@ -15,7 +15,9 @@ Columns: live peak (``hrt.LiveBytes``: storages ATen calls allocate, alive
 at once; parameter gradients left out: what the budget counts); ok = live
 peak within the row's budget; time = median step over the median plain
 step, interleaved (``--rounds`` pairs), with the spread (the
-interquartile range of the per-round ratios); predicted = our plan's
+interquartile range of the per-round ratios); / native = median of the
+per-round ratios ours over the native checkpointing's step, timed in the
+same rounds (plain, native, ours in turn), with their IQR; predicted = our plan's
 predicted ratio (op times + the runtime's measured own cost); mechanism.
 ``--plans N``: each row's plan is followed by N-1 more plans of the same
 budget (traced graph and calibration reused, ``--loop-time-limit``
@@ -137,20 +139,34 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def _ratio(case, run, rounds: int) -> tuple[float, float]:
-    """Median of per-round ratios (method over plain, interleaved) and their IQR."""
+def _median_iqr(ratios) -> tuple[float, float]:
+    q = statistics.quantiles(ratios, n=4) if len(ratios) >= 4 else [min(ratios), 0, max(ratios)]
+    return statistics.median(ratios), q[2] - q[0]
+
+
+def _ratio(case, run, rounds: int, native=None) -> tuple:
+    """Median of per-round ratios (method over plain, interleaved) and their
+    IQR; with ``native``, each round also times the native checkpointing's
+    step (plain, native, method in turn): also the median of the per-round
+    ratios method over native and their IQR (a load spike hits all three)."""
     def plain():
         case.model.zero_grad(set_to_none=False)
         case.loss_fn(case.model(*case.inputs, **case.kwargs)).backward()
 
     run(), plain()  # warm-up
-    ratios = []
+    if native is not None:
+        native()
+    ratios, vs_native = [], []
     for _ in range(rounds):
         tp = _timed(plain)
+        tn = _timed(native) if native is not None else None
         tm = _timed(run)
         ratios.append(tm / tp)
-    q = statistics.quantiles(ratios, n=4) if len(ratios) >= 4 else [min(ratios), 0, max(ratios)]
-    return statistics.median(ratios), q[2] - q[0]
+        if tn is not None:
+            vs_native.append(tm / tn)
+    if native is None:
+        return _median_iqr(ratios)
+    return (*_median_iqr(ratios), *_median_iqr(vs_native))
 
 
 def run_case(name, args, device, log) -> list[dict]:
@@ -193,11 +209,13 @@ def run_case(name, args, device, log) -> list[dict]:
                 case.model.zero_grad(set_to_none=False)
                 step(*case.inputs, **case.kwargs)
 
-            ratio, iqr = _ratio(case, ours, args.rounds)
+            ratio, iqr, vs_native, vs_native_iqr = _ratio(case, ours, args.rounds, native)
             row.update(budget_bytes=tp.budget_bytes, live_peak_bytes=peak, ok=peak <= tp.budget_bytes,
-                       time_ratio=ratio, iqr=iqr, predicted_ratio=1 + tp.overhead_pct / 100.0,
+                       time_ratio=ratio, iqr=iqr, vs_native=vs_native, vs_native_iqr=vs_native_iqr,
+                       predicted_ratio=1 + tp.overhead_pct / 100.0,
                        mechanism=tp.mechanism, family=tp.family, n_regions=len(tp.regions))
-            log(f"{name} {label}: {peak} B (budget {tp.budget_bytes}) x{ratio:.2f} (pred x{row['predicted_ratio']:.2f}) "
+            log(f"{name} {label}: {peak} B (budget {tp.budget_bytes}) x{ratio:.2f} (pred x{row['predicted_ratio']:.2f}, "
+                f"/native x{vs_native:.2f}) "
                 f"{tp.mechanism} {tp.family}")
         except BudgetError as e:
             row.update(refused=str(e)[-160:])
@@ -252,21 +270,22 @@ def to_markdown(rows, meta) -> str:
     out = [f"# torch_zoo ({meta['date']}, {meta['machine']}, torch {meta['torch']}, transformers "
            f"{meta.get('transformers')}, timm {meta.get('timm')}; {meta['seconds']:.0f} s)", "",
            meta["note"], "",
-           "| model | method | budget MB | live peak MB | ok | time | IQR | predicted | mechanism | loop |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| model | method | budget MB | live peak MB | ok | time | IQR | / native (IQR) | predicted | mechanism | loop |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r.get("carried_from"):
             r = {**r, "method": f"{r['method']} (run of {r['carried_from']})"}
         if "refused" in r or "error" in r:
             why = (r.get("refused") or r.get("error"))[-90:].replace("|", "/")
-            out.append(f"| {r['model']} | {r['method']} | - | - | - | {'refused' if 'refused' in r else 'ERROR'} | - | - "
+            out.append(f"| {r['model']} | {r['method']} | - | - | - | {'refused' if 'refused' in r else 'ERROR'} | - | - | - "
                        f"| {why} | {_loop(r)} |")
             continue
         iqr = f"{r['iqr']:.2f}" if "iqr" in r else "-"
         pred = f"x{r['predicted_ratio']:.2f}" if "predicted_ratio" in r else "-"
         mech = f"{r['mechanism']} {r['family'][:40]}" if "mechanism" in r else "-"
+        vs = f"x{r['vs_native']:.2f} ({r['vs_native_iqr']:.2f})" if "vs_native" in r else "-"
         out.append(f"| {r['model']} | {r['method']} | {_mb(r.get('budget_bytes'))} | {_mb(r['live_peak_bytes'])} | "
-                   f"{'yes' if r.get('ok', True) else 'NO'} | x{r['time_ratio']:.2f} | {iqr} | {pred} | {mech} | "
+                   f"{'yes' if r.get('ok', True) else 'NO'} | x{r['time_ratio']:.2f} | {iqr} | {vs} | {pred} | {mech} | "
                    f"{_loop(r)} |")
     errs = [abs(r["predicted_ratio"] - r["time_ratio"]) / r["time_ratio"] for r in rows
             if "predicted_ratio" in r and not r.get("carried_from")]
@@ -318,9 +337,9 @@ def main(argv=None) -> int:
         except (OSError, ValueError):
             old = {"rows": []}
         when = old.get("meta", {}).get("date", "?")
-        for r in old["rows"]:
-            if r["model"] in skipped and not r.get("carried_from"):
-                rows.append({**r, "carried_from": when})
+        for r in old["rows"]:  # a row carried there keeps the date of the run that measured it
+            if r["model"] in skipped:
+                rows.append({**r, "carried_from": r.get("carried_from") or when})
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": platform.machine() + " " + args.device,
             "torch": torch.__version__, "seconds": time.perf_counter() - t0, "note": args.note,
             "rounds": args.rounds, "plans": args.plans}

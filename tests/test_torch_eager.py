@@ -153,3 +153,138 @@ def test_torch_budgets_above_one_that_are_not_sizes_are_errors(spec, why):
     with pytest.raises(BudgetError, match=why):
         hrt.plan(model, x, hrt.default_loss, budget=spec, time_limit=1, repeats=1, calibrate=False, verify=False,
                  graph=_G[0] if _G else None)
+
+
+# ------------------------------------------------------------ split regions, stable hints (issue 22.1, 22.4)
+class Block(nn.Module):
+    """A transformer-like block: a normalised mixing part and an MLP part, each a child module."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.norm1, self.mix, self.norm2, self.mlp = nn.LayerNorm(d), Layer(d), nn.LayerNorm(d), Layer(d)
+
+    def forward(self, x):
+        return self.mlp(self.norm2(self.mix(self.norm1(x))))
+
+
+class Blocks(nn.Module):
+    def __init__(self, d=32, n=4):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(d) for _ in range(n))
+        self.head = nn.Linear(d, 1)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def _blocks():
+    torch.manual_seed(0)
+    model, x = Blocks(), torch.randn(64, 32)
+    return model, x, hrt.trace(model, x, hrt.default_loss, repeats=1, timed_steps=0, costs="flops")
+
+
+def test_split_replaces_a_block_by_its_children_only_when_it_fits_and_pays():
+    """From every block checkpointed, at its own peak: the split move returns
+    a plan that fits, runs faster (simulated) than every block checkpointed
+    when some plan one split away fits and is faster, and is at least as fast
+    as the best of those (a block replaced by all, one or all but one of its
+    children), found by enumeration; the plan of the search trains like
+    plain."""
+    from hybrid_remat.torch._planner import _problem
+    from hybrid_remat.torch._region_search import RegionEvaluator, _split
+    from hybrid_remat.torch._regions import Region, RegionModel
+
+    model, x, g = _blocks()
+    rm = RegionModel(g)
+    oh = hrt._overheads.Overheads()
+    blocks = [f"blocks.{i}" for i in range(4)]
+    kids = ["norm1", "mix", "norm2", "mlp"]
+    budget = RegionEvaluator(_problem(g, 1, None), rm, oh)([Region(p) for p in blocks], "probe").peak
+    ev = RegionEvaluator(_problem(g, budget, None), rm, oh)
+    whole = ev([Region(p) for p in blocks], "regions:depth2:all")
+    one_away = []
+    for b in blocks:
+        rest = [Region(p) for p in blocks if p != b]
+        for sub in [kids] + [[k] for k in kids] + [[k for k in kids if k != o] for o in kids]:
+            one_away.append(ev(rest + [Region(f"{b}.{k}") for k in sub], "enum"))
+    faster = [c for c in one_away if ev.fits(c) and c.step_s < whole.step_s]
+    assert faster  # the instance exercises the move: the last block's norms need no checkpoint
+    got = _split(ev, rm, whole, "regions:depth2", float("inf"), set(rm.valid_paths()))
+    assert ev.fits(got) and set(got.regions) != set(whole.regions)
+    assert got.step_s <= min(c.step_s for c in faster) + 1e-12
+    rm.check(got.regions)  # disjoint, checkpointable
+    # a planned step under that budget gives plain's gradients
+    tp = hrt.plan_graph(g, budget, mechanism="regions", time_limit=5)
+    assert tp.predicted_peak_bytes <= budget
+    hrt.default_loss(model(x)).backward()
+    ref = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    hrt.apply(model, tp, hrt.default_loss)(x)
+    for a, b in zip(ref, (p.grad for p in model.parameters()), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_refusal_names_the_same_budget_whatever_the_search_time():
+    """A budget below every plan: the BudgetError's hint (the lowest peak of
+    the plans every search evaluates, each pool checkpointed whole among
+    them) is the same after no search time as after a long search, and that
+    budget plans."""
+    from hybrid_remat.errors import BudgetError
+
+    _, _, g = _blocks()
+    hints = []
+    for limit in (0.0, 5.0, 0.0):
+        with pytest.raises(BudgetError, match="budget=") as e:
+            hrt.plan_graph(g, 1000, time_limit=limit, mechanism="regions")
+        hints.append(int(str(e.value).rsplit("budget=", 1)[1].split()[0]))
+    assert len(set(hints)) == 1
+    tp = hrt.plan_graph(g, hints[0], time_limit=0.0, mechanism="regions")
+    assert tp.predicted_peak_bytes <= hints[0]
+
+
+class _Cand:
+    def __init__(self, name, predicted_peak, measured_peak, ratio, predicted_s):
+        self.family, self.predicted_peak_bytes, self.predicted_step_s = name, predicted_peak, predicted_s
+        self.peak_as_run, self.ratio_as_run = measured_peak, ratio
+        self.alternatives, self.measured, self.graph = [], None, None
+
+
+def _fake_verify(monkeypatch, tighter):
+    import hybrid_remat.torch._verify as v
+
+    def measure(model, inputs, kwargs, loss_fn, device, plans, steps):
+        return [{"live_peak_bytes": c.peak_as_run, "ratio": c.ratio_as_run, "step_s": c.ratio_as_run, "spread": 0.0}
+                for c in plans]
+
+    calls = []
+
+    def plan_graph(graph, target, **kw):
+        calls.append(target)
+        if tighter is None:
+            raise v.BudgetError("none")
+        return tighter
+
+    monkeypatch.setattr(v, "measure_candidates", measure)
+    monkeypatch.setattr(v, "plan_graph", plan_graph)
+    monkeypatch.setattr(v, "_at_budget", lambda tp, nbytes: tp)
+    return v, calls
+
+
+@pytest.mark.parametrize("tighter_fits", [True, False])
+def test_verification_searches_tighter_before_settling_for_a_slower_plan(monkeypatch, tighter_fits):
+    """The predicted-fastest plan holds more than simulated, over the budget,
+    while a slower one fits: verification searches once more under the
+    tightened budget and keeps the faster plan that fits (the one found
+    there); when that search finds nothing, the slower plan that fitted."""
+    a = _Cand("fast-over", 900, 1100, 1.2, 1.2)
+    b = _Cand("slow-fits", 500, 600, 2.0, 2.0)
+    a.alternatives = [b]
+    c = _Cand("tighter", 800, 950, 1.4, 1.4)
+    v, calls = _fake_verify(monkeypatch, c if tighter_fits else None)
+    got = v._verified(nn.Linear(2, 2), (torch.zeros(1, 2),), {}, None, torch.device("cpu"), a, 1000, 1.0, False,
+                      "auto", None, 3)
+    assert calls and calls[0] < 1000  # searched again, tighter
+    assert got is (c if tighter_fits else b)
+    assert got.measured["live_peak_bytes"] <= 1000

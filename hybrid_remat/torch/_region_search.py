@@ -12,7 +12,8 @@ predicted as the simulated time plus the runtime's own cost
   first, first-called first, last-called first);
 * *fill*: a pool whose every module checkpointed is over the budget, with
   the fewest modules of other depths added (disjoint, best ratio first);
-* *polish* of the best plan: leave out regions the budget does not need,
+* *polish* of the best plan: replace a region by some of its child modules
+  when that fits and runs faster (*split*), leave out regions the budget does not need,
   and keep the outputs of heavy ops (convolutions, matmuls) in a region
   through a selective-checkpoint context when the time saved pays for the
   memory and the dispatch mode.
@@ -190,11 +191,16 @@ def search_regions(problem, rm: RegionModel, overheads, *, t_end: float, evaluat
         ("last", lambda ps: sorted(ps, key=lambda p: -first_call[p])),
     )
     fill_orders = [sorted(stats, key=ratio, reverse=True), sorted(stats, key=lambda p: -stats[p][0])]
-    for name, paths in sorted(pools.items(), key=lambda kv: -len(kv[1])):
+    # every pool checkpointed whole first (one simulation each, whatever the clock): the lowest-memory plans
+    # every search sees, so a short search still finds per-block checkpointing and a refusal's hint is the
+    # same on every rerun
+    ranked = sorted(pools.items(), key=lambda kv: -len(kv[1]))
+    wholes = {name: ev([Region(p) for p in paths], f"regions:{name}:all") for name, paths in ranked}
+    tried.extend(wholes.values())
+    for name, paths in ranked:
         if time.perf_counter() > t_end and tried:
             break
-        whole = ev([Region(p) for p in paths], f"regions:{name}:all")
-        tried.append(whole)
+        whole = wholes[name]
         for oname, sort in orders:
             c = _prefix_search(ev, sort(paths), f"regions:{name}:{oname}")
             if c is not None:
@@ -207,14 +213,48 @@ def search_regions(problem, rm: RegionModel, overheads, *, t_end: float, evaluat
     if not fitting:
         return None, tried, ev
     best = min(fitting, key=lambda c: (c.step_s, c.peak))
-    best = _polish(ev, rm, best, t_end)
+    best = _polish(ev, rm, best, t_end, set(stats))
     tried.append(best)
     return best, tried, ev
 
 
-def _polish(ev: RegionEvaluator, rm: RegionModel, best, t_end: float):
+def _children(rm: RegionModel, path: str, offered: set) -> list:
+    """The offered module paths one level below ``path``, in order of first call."""
+    depth = _depth(path)
+    kids = [p for p in offered if _depth(p) == depth + 1 and (not path or p.startswith(path + "."))]
+    return sorted(kids, key=lambda p: rm.calls[rm.calls_of[p][0]][1])
+
+
+def _split(ev: RegionEvaluator, rm: RegionModel, cur, fam: str, t_end: float, offered: set):
+    """Replace one region by some of its child modules (all of them, one of
+    them, all but one) when that fits and runs faster: a block whose
+    checkpoint replays its norms and attention for little memory (the last
+    block, whose saved tensors backward reads first) keeps those and
+    checkpoints only its heavy children.  Last-called regions first; repeated
+    while it pays."""
+    improved = True
+    while improved:
+        improved = False
+        for r in sorted(cur.regions, key=lambda r: -rm.calls[rm.calls_of[r.path][0]][1]):
+            if time.perf_counter() > t_end:
+                return cur
+            kids = _children(rm, r.path, offered)
+            if not kids:
+                continue
+            rest = [x for x in cur.regions if x != r]
+            subsets = [kids] + [[k] for k in kids] + ([[k for k in kids if k != o] for o in kids] if len(kids) > 2 else [])
+            for sub in subsets:
+                c = ev(rest + [Region(k) for k in sub], fam + "+split")
+                if ev.fits(c) and c.step_s < cur.step_s:
+                    cur, improved = c, True
+            if improved:
+                break
+    return cur
+
+
+def _polish(ev: RegionEvaluator, rm: RegionModel, best, t_end: float, offered: set = frozenset()):
     fam = best.family.split("+")[0]
-    cur = best
+    cur = _split(ev, rm, best, fam, t_end, offered) if offered else best
     # 1. leave out regions the budget does not need (cheapest replays last)
     for r in sorted(cur.regions, key=lambda r: -ev.n_nodes[r.path]):
         if time.perf_counter() > t_end:

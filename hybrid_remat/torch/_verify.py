@@ -231,13 +231,23 @@ def _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, us
               deterministic=False):
     target = nbytes
     last = None
+    spare: list = []  # measured and within the budget, kept while a tighter search looks for a faster one
     with preserved_state(model):
-        for _ in range(3):
+        for attempt in range(3):
             cands = [tp] + list(tp.alternatives)
             for c, m in zip(cands, measure_candidates(model, inputs, kwargs, loss_fn, device, cands, steps),
                             strict=True):
                 c.measured = m
             fitting = [c for c in cands if c.measured["live_peak_bytes"] <= nbytes]
+            if fitting and not _has(fitting, cands[0]) and not spare and attempt < 2:
+                # the predicted-fastest held more than simulated: before settling for a slower candidate that
+                # fits, search once more under a budget tightened by that excess (e.g. per-layer checkpointing
+                # beside a finer plan over by a few kB), and choose among every candidate that fitted
+                spare = fitting
+                fitting = []
+            else:
+                fitting = fitting + [c for c in spare if not _has(fitting, c)]
+                cands = cands + [c for c in spare if not _has(cands, c)]
             if fitting and deterministic:  # the prediction chooses (timings recorded, not deciding)
                 best = min(fitting, key=lambda c: (c.predicted_step_s, c.predicted_peak_bytes, c.family))
                 best.alternatives = [c for c in cands if c is not best]
@@ -248,13 +258,14 @@ def _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, us
                 # within timing noise (the floor or the measured spread of either): the predicted-fastest stays
                 noise = 1.0 + max(floor, cands[0].measured.get("spread", 0.0), best.measured.get("spread", 0.0))
                 key = "ratio" if "ratio" in best.measured else "step_s"
-                if cands[0] in fitting and cands[0].measured[key] <= noise * best.measured[key]:
+                if _has(fitting, cands[0]) and cands[0].measured[key] <= noise * best.measured[key]:
                     best = cands[0]
                 best.alternatives = [c for c in cands if c is not best]
                 return _at_budget(best, nbytes) if target != nbytes else best
             # the runtime held more than simulated: tighten by the worst excess and search again
             last = min(cands, key=lambda c: c.measured["live_peak_bytes"])
-            excess = max(c.measured["live_peak_bytes"] - c.predicted_peak_bytes for c in cands)
+            over = [c for c in cands if c.measured["live_peak_bytes"] > nbytes] or cands
+            excess = max(c.measured["live_peak_bytes"] - c.predicted_peak_bytes for c in over)
             target = int(target - max(excess, 0.02 * nbytes))
             if target <= 0:
                 break
@@ -267,11 +278,21 @@ def _verified(model, inputs, kwargs, loss_fn, device, tp, nbytes, time_limit, us
                     break
                 tp = low
                 tp.alternatives = []
+        if spare:  # the tighter searches found nothing that fits: the best of those that did
+            best = min(spare, key=(lambda c: (c.predicted_step_s, c.predicted_peak_bytes, c.family)) if deterministic
+                       else (lambda c: c.measured.get("ratio", c.measured["step_s"])))
+            best.alternatives = [c for c in spare if c is not best]
+            return best
     low = last.measured["live_peak_bytes"] if last is not None else nbytes
     raise BudgetError(
         f"no plan for {tp.graph.name!r} ran within {nbytes} B: the lowest live peak measured was {low} B "
         f"({100.0 * low / tp.keep_all_peak_bytes:.1f}% of keep-all); budget={low} plans"
     )
+
+
+def _has(plans, tp) -> bool:
+    """``tp`` is one of ``plans`` (by identity: plans hold arrays)."""
+    return any(c is tp for c in plans)
 
 
 def _at_budget(tp: TorchPlan, nbytes: int) -> TorchPlan:
