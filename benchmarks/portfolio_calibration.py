@@ -28,14 +28,28 @@ its plan was within 0.1% of the best plan of all components, or its bound
 plan or a bound above the trivial one, but not the best; 0 otherwise.  The
 scheduler orders by value per predicted second.
 
+Plans (heuristics and formulations): the share of the instances that
+admitted it where it gave a valid plan within its limits.  The scheduler's
+quick start is the fastest heuristic that plans almost everywhere (a
+heuristic that thrashes on some structure wastes the first second there).
+
+``--families`` measures on the graph families of :mod:`hybrid_remat.families`
+instead (``--sizes`` nodes, ``--budgets``), ``--kinds`` keeps some kinds of
+component, ``--merge`` keeps the shipped table: a component it has no row for
+gets the new row, the others only the new ``plans`` (their time fits and
+values stay those of the llama run).
+
 Writes ``hybrid_remat/portfolio/calibration_table.py`` (the table the
-scheduler ships) and ``benchmarks/results/portfolio_calibration.{md,json}``.
+scheduler ships) and ``benchmarks/results/portfolio_calibration.{md,json}``
+(``portfolio_calibration_families.{md,json}`` with ``--families``).
 
 Usage::
 
     python3 -m benchmarks.portfolio_calibration            # about 30 minutes on 2 busy cores
     python3 -m benchmarks.portfolio_calibration --quick    # two small depths, for a smoke test
     python3 -m benchmarks.portfolio_calibration --refit    # refit the last run's raw figures
+    python3 -m benchmarks.portfolio_calibration --families all --sizes 2000,10000,32000 --kinds heuristic \
+        --timeout 6 --merge                                # the heuristics on every family
 """
 
 from __future__ import annotations
@@ -98,6 +112,22 @@ def instances(depths, budgets=("50%", "30%"), multi_depths=()):
         g = load_graph(DATASETS / f"{name}.json.gz")
         for b in budgets:
             add(f"{name} @{b}", lambda g=g, b=b: Problem.single(g, b, kind="gpu"))
+    return out
+
+
+def family_instances(names, sizes, budgets=("50%",)):
+    """``(label, problem)`` pairs on the graph families (seed 0)."""
+    from hybrid_remat.families import FAMILIES, family_graph
+
+    out = []
+    for fam in (sorted(FAMILIES) if names == ["all"] else names):
+        for n in sizes:
+            g = family_graph(fam, n, 0)
+            for b in budgets:
+                try:
+                    out.append((f"{fam} n{g.n} @{b}", Problem.single(g, b, kind="gpu")))
+                except BudgetError:
+                    pass
     return out
 
 
@@ -199,8 +229,9 @@ def scores(results: dict, trivial: float) -> dict:
     return out
 
 
-def table_of(comps, times, score_sum, ran) -> dict:
-    """The scheduler's table from the raw figures."""
+def table_of(comps, times, score_sum, ran, planned=None) -> dict:
+    """The scheduler's table from the raw figures (``planned``: instances
+    with a valid plan, by name)."""
     table = {}
     for kind, obj in comps:
         pts = times.get(obj.name)
@@ -212,6 +243,8 @@ def table_of(comps, times, score_sum, ran) -> dict:
                            "k": None if k is None else round(k, 3),
                            "value": round(score_sum.get(obj.name, 0.0) / max(1, ran.get(obj.name, 1)), 3),
                            "sizes": sorted({n for n, _, _ in pts})}
+        if planned is not None and kind in ("heuristic", "formulation"):
+            table[obj.name]["plans"] = round(planned.get(obj.name, 0) / max(1, ran.get(obj.name, 1)), 3)
     return table
 
 
@@ -222,28 +255,42 @@ def main(argv=None) -> int:
     ap.add_argument("--multi-depths", default="8,24,80")
     ap.add_argument("--timeout", type=float, default=20.0)
     ap.add_argument("--refit", action="store_true", help="refit from the last run's raw figures (no new runs)")
+    ap.add_argument("--families", default="", help="comma-separated family names (or 'all'): measure on them")
+    ap.add_argument("--sizes", default="2000,10000,32000", help="node counts of the family graphs")
+    ap.add_argument("--budgets", default="50%", help="comma-separated budgets")
+    ap.add_argument("--kinds", default="heuristic,bound,formulation", help="kinds of component to measure")
+    ap.add_argument("--merge", action="store_true", help="replace only the measured rows of the shipped table")
     args = ap.parse_args(argv)
+    fams = [x for x in args.families.split(",") if x]
     warnings.simplefilter("ignore")
     depths = [2, 6] if args.quick else [int(x) for x in args.depths.split(",")]
     multi = [2] if args.quick else [int(x) for x in args.multi_depths.split(",") if x]
-    comps = components()
+    kinds = {x for x in args.kinds.split(",") if x}
+    comps = [(k, o) for k, o in components() if k in kinds]
     t0 = time.perf_counter()
     raw_path = RAW.with_name("portfolio_calibration.quick.json") if args.quick else RAW
+    if fams:
+        raw_path = RAW.with_name("portfolio_calibration_families.json")
     if args.refit:
         raw = json.loads(raw_path.read_text())
         times = {k: [tuple(x) for x in v] for k, v in raw["times"].items()}
         score_sum, ran, n_inst = raw["scores"], raw["ran"], raw["instances"]
+        planned = raw.get("planned")
     else:
         warmup([o for _, o in comps])
-        insts = instances(depths, multi_depths=multi)
-        times, score_sum, ran = _run(comps, insts, args.timeout)
+        budgets = tuple(x for x in args.budgets.split(",") if x)
+        insts = (family_instances(fams, [int(x) for x in args.sizes.split(",")], budgets) if fams
+                 else instances(depths, multi_depths=multi))
+        times, score_sum, ran, planned = _run(comps, insts, args.timeout)
         n_inst = len(insts)
         raw_path.write_text(json.dumps({"times": times, "scores": score_sum, "ran": ran, "instances": n_inst,
+                                        "planned": planned, "families": fams, "sizes": args.sizes,
+                                        "budgets": args.budgets, "kinds": args.kinds,
                                    "timeout": args.timeout, "depths": depths, "multi_depths": multi,
                                    "wall_s": time.perf_counter() - t0, "load": os.getloadavg()[0]}) + "\n")
-    table = table_of(comps, times, score_sum, ran)
+    table = table_of(comps, times, score_sum, ran, planned)
     if not args.quick:
-        _write_table(table)
+        _write_table(table, merge=args.merge)
     _write_results(table, times, n_inst, args, json.loads(raw_path.read_text()))
     return 0
 
@@ -252,6 +299,7 @@ def _run(comps, insts, timeout):
     times: dict = {}
     score_sum: dict = {}
     ran: dict = {}
+    planned: dict = {}
     for label, p in insts:
         trivial = float(p.objective.trivial_bound(p))
         results = {}
@@ -262,6 +310,7 @@ def _run(comps, insts, timeout):
                 continue
             secs, value, bound, used = measure(kind, obj, p, timeout)
             results[obj.name] = (value, bound)
+            planned[obj.name] = planned.get(obj.name, 0) + (value is not None)
             times.setdefault(obj.name, []).append((p.graph.n, secs, used))
             print(f"{label:<34} {obj.name:<24} {secs:8.3f}s {'(all)' if used else '     '} "
                   f"{'' if value is None else f'{value:.6g}'} {'' if bound is None else f'bound {bound:.6g}'}",
@@ -269,34 +318,51 @@ def _run(comps, insts, timeout):
         for name, s in scores(results, trivial).items():
             ran[name] = ran.get(name, 0) + 1
             score_sum[name] = score_sum.get(name, 0.0) + s
-    return times, score_sum, ran
+    return times, score_sum, ran, planned
 
 
-def _write_table(table) -> None:
+def _write_table(table, *, merge: bool = False) -> None:
+    if merge:
+        from hybrid_remat.portfolio.calibration_table import TABLE
+
+        table = {**table, **{k: ({**v, "plans": table[k]["plans"]} if "plans" in table.get(k, {}) else v)
+                             for k, v in TABLE.items()}}
     head = TABLE_PATH.read_text().split("TABLE: dict = ")[0]
     TABLE_PATH.write_text(head + "TABLE: dict = " + pprint.pformat(table, width=110, sort_dicts=True) + "\n")
 
 
 def _write_results(table, times, n_inst, args, raw) -> None:
+    if raw.get("families"):
+        cmd = (f"--families {','.join(raw['families'])} --sizes {raw.get('sizes')} --budgets {raw.get('budgets')} "
+               f"--kinds {raw.get('kinds')} --timeout {raw.get('timeout', args.timeout):g}{' --merge' if args.merge else ''}")
+        what = f"the families {', '.join(raw['families'])} at {raw.get('sizes')} nodes, {raw.get('budgets')}"
+    else:
+        cmd = " --quick" if args.quick else ""
+        what = (f"llama x{raw.get('depths')} (multi-device x{raw.get('multi_depths')}) and the "
+                f"profiled graphs")
     lines = ["# Portfolio calibration", "",
-             f"`python3 -m benchmarks.portfolio_calibration{' --quick' if args.quick else ''}` "
-             f"({n_inst} instances: llama x{raw.get('depths')} (multi-device x{raw.get('multi_depths')}) and the "
-             f"profiled graphs; limits {raw.get('timeout', args.timeout) / 2:g} s per run; load average "
+             f"`python3 -m benchmarks.portfolio_calibration {cmd.strip()}` "
+             f"({n_inst} instances: {what}; limits {raw.get('timeout', args.timeout) / 2:g} s per run; load average "
              f"{raw.get('load', float('nan')):.1f} on 2 cores; {raw.get('wall_s', 0) / 60:.0f} min).", "",
              "Predicted seconds to a first useful result `c * n**k`, fitted on the runs of at least 500 nodes "
              "(`*`: the run used its whole limits, counted at them); `-`: the component used the time it was "
              "given in most runs (no prediction: it gets a share).  Value: 1 per instance where its plan (or its "
              "bound over every plan) was within 0.1% of the best, 0.1 where it gave a valid plan (a bound above "
-             "the trivial one) but not the best, averaged over the instances that admitted it.", "",
-             "| component | kind | c | k | value | measured (n: seconds) |", "|---|---|---|---|---|---|"]
+             "the trivial one) but not the best, averaged over the instances that admitted it.  Plans: the share "
+             "of those instances where it gave a valid plan.", "",
+             "| component | kind | c | k | value | plans | measured (n: seconds) |", "|---|---|---|---|---|---|---|"]
     for name, row in sorted(table.items(), key=lambda kv: (kv[1]["kind"], kv[0])):
         pts = {}
         for n, t, used in times[name]:
             pts.setdefault(n, []).append(f"{t:.3g}{'*' if used else ''}")
         meas = "; ".join(f"{n}: {'/'.join(v)}" for n, v in sorted(pts.items()))
         ck = ("-", "-") if row["c"] is None else (f"{row['c']:.3g}", f"{row['k']:.2f}")
-        lines.append(f"| {name} | {row['kind']} | {ck[0]} | {ck[1]} | {row['value']:.2f} | {meas} |")
-    path = RESULTS.with_name("portfolio_calibration.quick.md") if args.quick else RESULTS
+        pl = "" if row.get("plans") is None else f"{row['plans']:.2f}"
+        lines.append(f"| {name} | {row['kind']} | {ck[0]} | {ck[1]} | {row['value']:.2f} | {pl} | {meas} |")
+    if raw.get("families"):
+        path = RESULTS.with_name("portfolio_calibration_families.md")
+    else:
+        path = RESULTS.with_name("portfolio_calibration.quick.md") if args.quick else RESULTS
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -82,18 +82,27 @@ def test_belady_stops_when_its_work_is_spent_and_keeps_its_prefix():
     assert h.run(p, limits=Limits(work=10 * full[5])) is not None
 
 
+def _node_max(op, node):
+    """The last target reached: the largest node computed."""
+    return np.asarray(node)[np.asarray(op) == 0].max()
+
+
 def test_a_thrashing_run_stops_at_the_step_limit():
     """On a random layered graph at 50 % the size rule thrashes: it stops
-    after ``STEP_FACTOR n + 1000`` steps, not ``10 n``."""
+    after ``STEP_FACTOR n + 1000`` steps, not ``10 n``, and, since it thrashes
+    from the backward's start, after at most ``1000 + STEP_FACTOR (t + 1)``
+    steps at the target ``t`` it had reached."""
     p = Problem.single(family_graph("random_layered", 2000, 0), "50%")
     a = GraphArrays.from_problem(p)
     dptr, didx = empty_drop(a.n)
     steps = int(STEP_FACTOR * a.n) + 1000
     args = (a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget), dptr, didx,
             np.ones(a.n), SCORE_NAMES.index("size"), True, 0, steps, 2048, 256, UNLIMITED_WORK)
-    status, op, _, _, _, used = execute_kernel(*args)
+    status, op, node, _, _, used = execute_kernel(*args)
     # (it checks after each compute: the evictions just before it come on top)
-    assert status == STATUS_STEP_LIMIT and steps < len(op) <= steps + 64 < 10 * a.n
+    assert status == STATUS_STEP_LIMIT and len(op) <= steps + 64 < 10 * a.n
+    reached = int(_node_max(op, node))  # the target then, or the one before it
+    assert 1000 + STEP_FACTOR * (reached + 1) < len(op) <= 1000 + STEP_FACTOR * (reached + 2) + 64 < steps
     # the plans that do come take fewer steps: belady on the same graph
     _, bargs = _args(p, steps=steps)
     assert execute_kernel(*bargs)[0] == 0

@@ -476,6 +476,19 @@ def test_the_quickest_heuristic_that_gave_plans_starts_before_the_best_valued():
     assert [t.name for t in s.construct] == ["cheap"] + [n for n in by_priority if n != "cheap"]
 
 
+def test_the_quick_start_is_the_quickest_of_those_that_planned_almost_everywhere():
+    p = tight(seed=6)
+    table = {"thrasher": {"c": 1e-6, "k": 1.0, "value": 0.5, "plans": 0.6},
+             "planner": {"c": 1e-5, "k": 1.0, "value": 0.2, "plans": 1.0},
+             "slow_planner": {"c": 1e-4, "k": 1.0, "value": 0.2, "plans": 1.0}}
+    s = Scheduler(p, heuristics=[H("slow_planner"), H("thrasher"), H("planner")], table=table)
+    assert s.construct[0].name == "planner"
+    # no row says where it planned: the quickest with value, as before
+    bare = {k: {x: y for x, y in v.items() if x != "plans"} for k, v in table.items()}
+    assert Scheduler(p, heuristics=[H("slow_planner"), H("thrasher"), H("planner")],
+                     table=bare).construct[0].name == "thrasher"
+
+
 class _Form(Formulation):
     def __init__(self, name, caps=()):
         self.name = name

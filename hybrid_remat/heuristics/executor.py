@@ -314,7 +314,9 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
     seed : int
         Seeds the tiny random tie-breaking noise and the sampling.
     max_steps : int
-        Give up (``STATUS_STEP_LIMIT``) beyond this many steps.
+        Give up (``STATUS_STEP_LIMIT``) beyond this many steps, and
+        (``allow_evict``, ``max_steps > 1000``) beyond
+        ``1000 + (max_steps - 1000) (t + 1) / n`` of them at target ``t``.
     scan_all, sample : int
         Candidates scored per eviction (time-dependent scores): every
         resident value while there are at most ``scan_all``, else ``sample``
@@ -357,6 +359,9 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
             last_use[v] = succ_idx[succ_ptr[v + 1] - 1]
     out_op = np.empty(4 * n + 16, dtype=np.int8)
     out_node = np.empty(4 * n + 16, dtype=np.int64)
+    # thrashing gives up in proportion to the progress: beyond 1000 + (max_steps - 1000) (t + 1) / n steps at
+    # target t (evicting runs; a run that thrashes from the middle stops there, not after max_steps)
+    pace = (max_steps - 1000) / n if allow_evict and max_steps > 1000 and n > 0 else -1.0
     belady = score_kind == SCORE_BELADY
     static = score_kind == SCORE_LRU or score_kind == SCORE_SIZE or belady  # keyed on use: a heap
     hk = np.empty(n + 16, dtype=np.float64)
@@ -482,7 +487,7 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
             # compute x
             out_op, out_node, k = _emit(out_op, out_node, k, 0, x)
             used += 3  # a step's own bookkeeping costs about three scored candidates
-            if k > max_steps:
+            if k > max_steps or (pace > 0.0 and k > 1000.0 + pace * (t + 1)):
                 return STATUS_STEP_LIMIT, out_op[:k], out_node[:k], peak, total, used
             if used >= work_budget:
                 return STATUS_WORK_SPENT, out_op[:k], out_node[:k], peak, total, used

@@ -22,9 +22,10 @@ result at 1k-100k nodes), and ``value`` its measured value there (1 where
 it gave the best plan or bound, 0.1 where it gave one).  Calibrated
 components run by decreasing priority.  One exception, the *quick start*: of the calibrated heuristics
 that gave plans on about half the instances or more (value at least
-:data:`QUICK_START_MIN_VALUE`), the one with the smallest prediction runs first (DTR's size rule on
-the llama graphs: a plan in 0.2 s at 100k nodes, before the block solver's
-second), so that the first plan never waits for the best-valued component.
+:data:`QUICK_START_MIN_VALUE`), the one with the smallest prediction runs first, so that the first plan
+never waits for the best-valued component; where rows say where each planned (``plans``), only those
+that planned on :data:`QUICK_START_MIN_PLANS` of their instances (DTR's size rule thrashes on random
+layered graphs and U-Nets: ``dtr_belady`` plans on every family).
 
 Fairness.  A component outside the calibration table (a plugin, a new
 built-in) has no figures to earn a turn with: it gets a *short first slot*
@@ -125,8 +126,9 @@ from .execute import Outcome
 __all__ = ["Scheduler", "Task", "Assignment", "WAIT", "DONE", "CONSTRUCT_SHARE", "POLISH_SHARE", "PROBE_SHARE",
            "PLAN_WAIT_S", "honours_limits"]
 
-#: value from which a heuristic can be the quick start (0.1 per instance where it gave a plan)
-QUICK_START_MIN_VALUE = 0.05
+#: value from which a heuristic can be the quick start (0.1 per instance where it gave a plan); and the share of
+#: its calibration instances where it must have planned, where its row says (``plans``)
+QUICK_START_MIN_VALUE, QUICK_START_MIN_PLANS = 0.05, 0.9
 #: share of the time left that a heuristic or bound may use
 CONSTRUCT_SHARE = 0.25
 #: share of the time left that each improver gets on the first incumbent
@@ -356,14 +358,14 @@ class Scheduler:
         return Task(kind, obj, phase, "", pred, prio, index, probe=val is None)
 
     def _quick_start_first(self, tasks: list) -> list:
-        """``tasks`` with the *quick start* first: the calibrated heuristic
-        that gave plans (value at least :data:`QUICK_START_MIN_VALUE`) with
-        the smallest predicted time, so that a plan comes at once however long the best-valued
-        components take (module docstring)."""
+        """``tasks`` with the *quick start* first: the calibrated heuristic that gave plans (value at least
+        :data:`QUICK_START_MIN_VALUE`, ``plans`` module docstring) with the smallest predicted time."""
         quick = [t for t in tasks if t.kind == "heuristic" and t.predicted is not None
                  and (self.value(t.obj) or 0.0) >= QUICK_START_MIN_VALUE]
         if not quick:
             return tasks
+        quick = [t for t in quick if float((self.table.get(t.name) or {}).get("plans", -1)) >= QUICK_START_MIN_PLANS
+                 ] or quick
         first = min(quick, key=lambda t: (t.predicted, t.index))
         return [first] + [t for t in tasks if t is not first]
 
