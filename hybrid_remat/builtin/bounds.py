@@ -1,5 +1,6 @@
 """Built-in bounds over every plan: the cut bound, the block bound, the
 multicut bound, the state-search bound, the placed chain-of-cuts bound, the
+frontier cut bound, the
 recomputation bound of the order search (:mod:`hybrid_remat.bounds`,
 :mod:`hybrid_remat.bounds.blocks`), the fixed-order class bound
 (:mod:`hybrid_remat.exact.checkmate.order_bound`, scope ``staged``)
@@ -14,6 +15,7 @@ def hybrid_remat_register_bounds():
     from ..bounds.blocks import BlockBoundSource
     from ..bounds.cut import CutBoundSource
     from ..bounds.feasibility import FeasibilityBound
+    from ..bounds.frontier_cuts import FrontierCutsBound
     from ..bounds.multicut import MultiCutBoundSource
     from ..bounds.order_search import RecomputeBound
     from ..bounds.placed_cuts import PlacedCutsBound
@@ -21,4 +23,4 @@ def hybrid_remat_register_bounds():
     from ..exact.checkmate.order_bound import FixedOrderBoundSource
 
     return [CutBoundSource(), BlockBoundSource(), MultiCutBoundSource(), FeasibilityBound(),
-            StateSearchBound(), PlacedCutsBound(), RecomputeBound(), FixedOrderBoundSource()]
+            StateSearchBound(), PlacedCutsBound(), FrontierCutsBound(), RecomputeBound(), FixedOrderBoundSource()]
