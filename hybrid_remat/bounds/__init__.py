@@ -18,6 +18,8 @@ hook is ``hybrid_remat_register_bounds``; the built-ins register in
   its intervals (``placed_cuts_bound``).
 * :mod:`.first_moment` -- the memory at the first computation of any heavy
   node, nothing heavy computed before it (``first_moment_bound``).
+* :mod:`.frontier_cuts` -- the cut bound with every node off the cut's
+  ancestry placed before or after it (``frontier_cuts_bound``).
 * :mod:`.order_search` -- a search over orders with no recomputation
   (``recompute_bound``: where no order avoids recomputing outside a cheap
   set, every plan pays for one of the rest); its plans are the heuristics of

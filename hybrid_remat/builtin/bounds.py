@@ -1,6 +1,6 @@
 """Built-in bounds over every plan: the cut bound, the block bound, the
 multicut bound, the state-search bound, the placed chain-of-cuts bound, the
-first heavy moment bound, the
+first heavy moment bound, the frontier cut bound, the
 recomputation bound of the order search (:mod:`hybrid_remat.bounds`,
 :mod:`hybrid_remat.bounds.blocks`), the fixed-order class bound
 (:mod:`hybrid_remat.exact.checkmate.order_bound`, scope ``staged``)
@@ -16,6 +16,7 @@ def hybrid_remat_register_bounds():
     from ..bounds.cut import CutBoundSource
     from ..bounds.feasibility import FeasibilityBound
     from ..bounds.first_moment import FirstMomentBound
+    from ..bounds.frontier_cuts import FrontierCutsBound
     from ..bounds.multicut import MultiCutBoundSource
     from ..bounds.order_search import RecomputeBound
     from ..bounds.placed_cuts import PlacedCutsBound
@@ -23,5 +24,5 @@ def hybrid_remat_register_bounds():
     from ..exact.checkmate.order_bound import FixedOrderBoundSource
 
     return [CutBoundSource(), BlockBoundSource(), MultiCutBoundSource(), FeasibilityBound(),
-            StateSearchBound(), PlacedCutsBound(), RecomputeBound(), FixedOrderBoundSource(),
-            FirstMomentBound()]
+            StateSearchBound(), PlacedCutsBound(), FrontierCutsBound(), RecomputeBound(),
+            FixedOrderBoundSource(), FirstMomentBound()]
