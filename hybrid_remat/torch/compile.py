@@ -137,6 +137,7 @@ class CompileSolver(CustomKnapsackSolver):
 
     # ---------------------------------------------------------------- solve
     def __call__(self, memory, joint_graph, max_memory, node_info, all_recomputable_banned_nodes):
+        warm_up()  # cold start (Numba's cache) outside the user's time limit
         t0 = time.perf_counter()
         items = list(all_recomputable_banned_nodes)
         try:
@@ -364,6 +365,31 @@ class Program:
         self._pending = None
         self.held += int(held)
         self.held_all += int(held_all)
+
+
+_WARM = False
+
+
+def warm_up() -> None:
+    """Load the simulator's and the keep-set planner's compiled kernels (Numba's cache) once per process, on a
+    six-node graph, so that the first compiled graph's ``time_limit`` is not spent on cold start."""
+    global _WARM
+    if _WARM:
+        return
+    from ..graph import Graph
+    from ._planner import executable_plan
+
+    n = 6
+    meta = {"source": "warm-up", "torch": {"op": ["warm-up"] * n, "n_forward": 3, "overwritten": [False] * n,
+                                           "takes_from": [[] for _ in range(n)], "moves": [[] for _ in range(n)],
+                                           "device": "cpu", "costs": "flops"}}
+    g = Graph.from_arrays(np.full(n, 4, dtype=np.int64), [(0, 1), (1, 2), (2, 3), (1, 3), (3, 4), (0, 4), (4, 5)],
+                          {"cpu": np.ones(n)}, name="warm-up", names=[f"n{i}" for i in range(n)],
+                          phase=np.array([0, 0, 0, 1, 1, 1], dtype=np.int8), flops=np.ones(n), required=[5], meta=meta)
+    problem = Problem(g, [Device("cpu", "cpu", 1 << 20)], check=False)
+    for keep in (np.ones(3, dtype=bool), np.array([True, False, True])):
+        simulate(problem, executable_plan(g, keep, "cpu"), check_budget=False)
+    _WARM = True
 
 
 def is_rng_node(node) -> bool:

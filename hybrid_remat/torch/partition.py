@@ -15,10 +15,12 @@ Candidates: the partitions of PT2's own min-cut at several
 ``activation_memory_budget`` values, and the keep sets of the eager planner's
 search (:func:`~hybrid_remat.torch._planner.search_keep_set`), each turned
 into the saved values it implies.  Random ops (``native_dropout``,
-``rand_like``...) are always saved, never recomputed: without a replayed RNG
-state a recomputation draws another mask (gradients would differ from eager).
-(Saving only the mask and recomputing ``x * mask * scale`` was tried: the
-measured peak then exceeded the prediction; not shipped.)
+``rand_like``...) are never recomputed: without a replayed RNG state a
+recomputation draws another mask (gradients would differ from eager).
+Dropout's output is rewritten to ``x * mask * scale`` read from its saved
+bool mask (:mod:`~hybrid_remat.torch._rng_masks`, bit-identical): the mask
+(1 byte per element) is saved, the float output saved or recomputed like
+any deterministic value.
 Training batch norm (it updates the running statistics it reads) is saved
 too.  Offloading is not implemented (see ``offload``).
 
@@ -30,8 +32,10 @@ The budget, in the library's grammar:
   gradients a compiled backward returns together at its end, the tangents it
   receives and the outputs later graphs read;
 * a fraction or percentage (``0.5``, ``"50%"``) is of the keep-all peak of
-  the activations, as at every door of the library (gradients are handed to
-  the optimizer and count zero): the same meaning as ``hrt.plan(budget=0.5)``.
+  the activations, as at every door of the library; what no partition
+  changes comes on top (the gradients returned, the tangents, the outputs,
+  a margin): :attr:`CompilePartitioner.promised_peak` is the measured peak
+  the compiled step stays under.
 
 One budget spans the program's graphs (graph breaks, :class:`~.compile.Program`):
 a leftover graph whose peak no choice changes is charged to the program
@@ -63,13 +67,14 @@ from ..problem import Device, Problem
 from ..simulate import simulate
 from ._joint import joint_to_graph
 from ._planner import executable_plan, search_keep_set
-from .compile import Program, is_rng_node
+from ._rng_masks import mask_only_bytes, recompute_dropout_from_masks
+from .compile import Program, is_rng_node, warm_up
 
 __all__ = ["CompilePartitioner", "HAS_CPU_OFFLOAD"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = tuple(os.path.join(_HERE, f) for f in ("partition.py", "compile.py", "_joint.py", "_planner.py",
-                                                   "cost_model.py"))
+                                                   "_rng_masks.py", "cost_model.py"))
 #: PT2's own ``activation_memory_budget`` values whose min-cut partitions are candidates.
 PT2_BUDGETS = (1.0, 0.5, 0.2, 0.0)
 
@@ -162,6 +167,14 @@ class CompilePartitioner(CustomPartitionerFn):
         self.program.reset()
 
     @property
+    def promised_peak(self) -> int:
+        """The compiled step's peak (bytes) this compile promises, the most its measured allocator peak reaches:
+        a byte budget itself; for a fraction, the largest over the program's graphs of what earlier graphs hold
+        + fraction x keep-all + the gradients returned + tangents, outputs and margin (0 before a compile)."""
+        k = len(self.program.graphs)
+        return max((int(r.get("promised_peak_bytes", 0)) for r in self.reports[-k:]), default=0) if k else 0
+
+    @property
     def overshoot(self) -> int:
         """Bytes by which the program's predicted peak went over the budget
         (a later graph needed more than earlier ones left): 0 when it fits.
@@ -214,12 +227,15 @@ class CompilePartitioner(CustomPartitionerFn):
 
         original = partitioners.choose_saved_values_set
         kwargs.setdefault("compiler", "inductor")
+        if recompute_dropout_from_masks(gm.graph):  # dropout saved as its bool mask, its output recomputable
+            gm.recompile()
         choose = functools.partial(self._choose, original)
         with mock.patch.object(partitioners, "choose_saved_values_set", choose):
             fw, bw = partitioners.min_cut_rematerialization_partition(gm, joint_inputs, **kwargs)
         return fw, bw
 
     def _choose(self, original, joint_graph, node_info, memory_budget=1.0):
+        warm_up()  # cold start (Numba's cache) outside the user's time limit
         t0 = time.perf_counter()
         report: dict = {}
         try:
@@ -231,24 +247,34 @@ class CompilePartitioner(CustomPartitionerFn):
 
     def _plan(self, original, joint_graph, node_info, t_end, report):
         jg = joint_to_graph(joint_graph, node_info)
-        # a size or bytes is the whole compiled step's peak: the gradients its backward returns at its end, the
-        # tangents it receives and the outputs later graphs read count; a fraction is of the keep-all peak of the
-        # activations, as for every door of the library (gradients handed to the optimizer count zero)
-        whole = not self.program.relative
-        g = _with_gradient_bytes(jg) if whole else jg.graph
+        # simulated: the whole compiled step, the gradients its backward returns together at its end included
+        g = _with_gradient_bytes(jg)
         kind = g.cost_kinds[0]
-        grad_bytes = int(g.bytes.sum() - jg.graph.bytes.sum())
-        tangent_bytes, output_bytes = _boundary_bytes(joint_graph, node_info) if whole else (0, 0)
-        # the tangents (gradients of the graph's outputs) and the outputs themselves (the caller's loss and its
-        # autograd hold them) are alive while its backward runs: off the allowance (bounds, not timed)
-        # and a margin of the largest value, for temporaries no graph node shows (an op's workspace, the caller's
-        # loss and its backward around the compiled graph)
-        boundary = tangent_bytes + output_bytes + (int(g.bytes.max()) if whole and g.n else 0)
-        nbytes, program = self.program.allowance(g)
-        nbytes = max(1, nbytes - boundary)
+        grad_bytes = int(g.bytes[jg.n_forward:].sum() - jg.graph.bytes[jg.n_forward:].sum())
+        tangent_bytes, output_bytes = _boundary_bytes(joint_graph, node_info)
+        # not simulated, charged on top (bounds, not timed): the tangents (gradients of the graph's outputs) and
+        # the outputs (the caller may hold them through the backward), and a margin of the largest value for
+        # temporaries no graph node shows (an op's workspace, dropout's own output freed as it returns)
+        boundary = tangent_bytes + output_bytes + (int(g.bytes.max()) if g.n else 0)
+        relative = self.program.relative
+        if relative:
+            # a fraction is of the activations' keep-all peak, as at every door of the library; what no partition
+            # changes (the gradients returned, the boundary above) comes on top: the step promises at most
+            # fraction x keep-all + gradients + boundary (report["promised_peak_bytes"]), and keeps it
+            act, program = self.program.allowance(_with_gradient_bytes(jg, gradients=False))
+            nbytes = act + grad_bytes
+            promised = program["held_before_bytes"] + nbytes + boundary
+        else:  # a size or bytes is the whole compiled step's measured peak
+            nbytes, program = self.program.allowance(g)
+            nbytes = max(1, nbytes - boundary)
+            promised = program["target_bytes"]
         problem = Problem(g, [Device(kind, kind, nbytes)], check=False)
         fixed = _must_save(jg)
         cands: dict[str, list] = {"pt2:1": list(original(joint_graph, node_info, memory_budget=1.0))}  # PT2's default
+        for b in PT2_BUDGETS[1:]:  # PT2's own knapsack at lower budgets, while time is left
+            if time.perf_counter() < t_end:
+                with contextlib.suppress(Exception):  # noqa: BLE001 - a PT2 knapsack failing is no candidate
+                    cands[f"pt2:{b:g}"] = list(original(joint_graph, node_info, memory_budget=b))
         _, _, ev = search_keep_set(problem, time_limit=max(0.0, (t_end - time.perf_counter()) * 0.5),
                                    use_solvers=self.use_solvers)
         seen = list(ev.seen.values())
@@ -257,10 +283,6 @@ class CompilePartitioner(CustomPartitionerFn):
         for i, c in enumerate(fitting + lowest):
             keep = np.asarray(c.keep, dtype=bool) | fixed
             cands[f"keep-set:{c.family}#{i}"] = saved_values_of(joint_graph, node_info, jg, keep)
-        for b in PT2_BUDGETS[1:]:  # PT2's own knapsack at lower budgets, while time is left
-            if time.perf_counter() < t_end:
-                with contextlib.suppress(Exception):  # noqa: BLE001 - a PT2 knapsack failing is no candidate
-                    cands[f"pt2:{b:g}"] = list(original(joint_graph, node_info, memory_budget=b))
         scored = []
         for fam, saved in cands.items():  # at most 16, one simulation each: scored whatever the clock
             if any(is_rng_node(x) for x in recomputed_nodes(joint_graph, node_info, saved)):
@@ -291,8 +313,13 @@ class CompilePartitioner(CustomPartitionerFn):
             "pt2_default_time_s": None if default is None else default[1],
             "candidates": {s[3]: {"peak_bytes": s[2], "time_s": s[1]} for s in scored},
         })
+        # never below the prediction: a graph accepted over its allowance (no choice, a later graph) says so here
+        promised = max(promised, program["held_before_bytes"] + peak + boundary)
+        report["promised_peak_bytes"] = int(promised)
+        # the program's terms: activations for a fraction (the gradients come on top), the whole step for bytes
+        own = max(0, peak - grad_bytes) if relative else peak + boundary
         lowest_peak = min(s[2] for s in scored)
-        if over and lowest_peak >= max(s[2] for s in scored) and peak <= program["target_bytes"]:
+        if over and lowest_peak >= max(s[2] for s in scored) and own <= program["target_bytes"]:
             # no choice changes this graph's peak (a leftover graph with nothing to recompute) and it fits the
             # program's budget on its own: it spends its bytes from the program; later graphs get what is left
             report["no_choice"] = True
@@ -301,7 +328,7 @@ class CompilePartitioner(CustomPartitionerFn):
                           f"is recomputed, over the {nbytes} B the program has left; counted against the program's "
                           f"budget of {program['target_bytes']} B", RuntimeWarning, stacklevel=2)
         if over:
-            prog_peak = int(peak) + int(program["held_before_bytes"]) + boundary  # the program's peak so
+            prog_peak = int(own) + int(program["held_before_bytes"])  # the program's peak so
             frac = math.ceil(1000.0 * prog_peak / max(1, program["program_keep_all_peak_bytes"])) / 1000.0
             hint = repr(frac) if self.program.relative and 0 < frac <= 1.0 else str(prog_peak)
             what = (f"no partition of this compiled graph ({g.n} nodes) fits {nbytes} B: the lowest simulated peak "
@@ -320,8 +347,9 @@ class CompilePartitioner(CustomPartitionerFn):
             warnings.warn(f"hybrid_remat CompilePartitioner: {what}; using it", RuntimeWarning, stacklevel=2)
         held, held_all = _held(jg, g, keep)
         # the graph's outputs (a later graph's inputs) are held too while later graphs run
-        self.program.hold(held + output_bytes, held_all + output_bytes, peak + boundary)
-        report.update(held_bytes=held + output_bytes, saved_bytes=held, tangent_bytes=tangent_bytes,
+        extra = 0 if relative else output_bytes
+        self.program.hold(held + extra, held_all + extra, own)
+        report.update(held_bytes=held + extra, saved_bytes=held, tangent_bytes=tangent_bytes,
                       output_bytes=output_bytes)
         return saved
 
@@ -344,7 +372,7 @@ def _boundary_bytes(joint_graph, node_info) -> tuple[int, int]:
     return int(tangents), int(outputs)
 
 
-def _with_gradient_bytes(jg) -> Graph:
+def _with_gradient_bytes(jg, gradients: bool = True) -> Graph:
     """The joint graph with the gradients' bytes counted and held to the end:
     a compiled backward returns them together when it ends (a last node, of
     no bytes and no cost, reads them all), whatever the optimizer does next."""
@@ -354,7 +382,12 @@ def _with_gradient_bytes(jg) -> Graph:
     n = g.n
     full = np.array([_size_of(x) for x in jg.fx_nodes], dtype=np.int64)
     grads = [v for v in range(jg.n_forward, n) if full[v] > g.bytes[v]]
-    nb = np.append(np.where(np.arange(n) >= jg.n_forward, np.maximum(full, g.bytes), g.bytes), 0)
+    nb = np.append(np.where(np.arange(n) >= jg.n_forward, np.maximum(full, g.bytes), g.bytes) if gradients
+                   else g.bytes.copy(), 0)
+    for v in range(jg.n_forward):  # a dropout rewritten to recompute from its mask holds its mask only
+        mask = mask_only_bytes(jg.fx_nodes[v])
+        if mask is not None:
+            nb[v] = min(int(nb[v]), mask)
     kind = g.cost_kinds[0]
     tm = dict(g.meta["torch"])
     for key in ("op", "overwritten", "takes_from", "moves"):
