@@ -77,7 +77,7 @@ def marginal_drops(pred_ptr, pred_idx, needed, fixed, cost, size):
                     add += cost[j]
                     stack[top] = j
                     top += 1
-            score = size[c] / max(add, 1e-300)
+            score = np.inf if add <= 0.0 else size[c] / add   # a free drop first
             if score > best_score:
                 best_score = score
                 best = c
