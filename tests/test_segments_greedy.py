@@ -8,10 +8,10 @@ import itertools
 import numpy as np
 import pytest
 
+from hybrid_remat.problem import Problem
+from hybrid_remat.segments.chain import segment_chain
 from hybrid_remat.segments.greedy import marginal_drops, marginal_front
 from hybrid_remat.segments.menus import _recomputed, greedy_menu, menu_tasks
-from hybrid_remat.segments.chain import segment_chain
-from hybrid_remat.problem import Problem
 
 
 def _random_stage(rng, k):
