@@ -38,6 +38,7 @@ import numpy as np
 
 from ..blocks.staircase import closure_staircase
 from ..limits import Limits
+from .greedy import marginal_front
 
 __all__ = ["MenuTask", "Menu", "menu_tasks", "compute_menu", "compute_menus", "greedy_menu", "EXACT_NODES"]
 
@@ -129,7 +130,9 @@ def _recomputed(preds, needed, x):
 def greedy_menu(task: MenuTask, *, n_options: int = 16) -> Menu:
     """A heuristic front: held sets that drop the needed values of most
     bytes per second of their own cost first, at ``n_options`` fractions
-    (fixed values are always held), Pareto-filtered."""
+    (fixed values are always held), with the points of the marginal greedy
+    (:func:`~.greedy.marginal_front`: bytes per second its drop adds),
+    Pareto-filtered, at most ``n_options`` points."""
     k = task.needed.size
     x_all = task.needed | task.fixed
     cand = np.flatnonzero(task.needed & ~task.fixed)
@@ -141,7 +144,11 @@ def greedy_menu(task: MenuTask, *, n_options: int = 16) -> Menu:
         x[cand[:int(round(f * cand.size))]] = False
         r = _recomputed(task.preds, task.needed, x)
         pts.append((int(task.size[x].sum()), float(task.cost[r].sum()), x))
+    pts += marginal_front(task.preds, task.needed, task.fixed, task.cost, task.size, n_options=n_options)
     front = _front(pts)
+    if len(front) > n_options:     # spread over the held bytes, both ends kept
+        idx = np.unique(np.round(np.linspace(0, len(front) - 1, n_options)).astype(int))
+        front = [front[i] for i in idx]
     if not front:
         front = [(0, 0.0, np.zeros(k, dtype=bool))]
     return Menu([p[2] for p in front], [p[0] for p in front], [p[1] for p in front], False,
