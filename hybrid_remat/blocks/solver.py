@@ -117,7 +117,7 @@ def _staircase_of(problem, nodes, others_fwd, limits):
     st = closure_staircase(nodes, preds, needed=needed, fixed=fixed, cost=cost[nodes], size=g.bytes[nodes],
                            limits=limits, resolution=1 / 24, keep_open=True)
     try:
-        for _ in range(3):
+        for _ in range(8):
             gaps = [i for i, p in enumerate(st.points) if p.covers_from < p.held]
             if not gaps or limits.expired() or len(st.points) >= 64:
                 break
