@@ -112,8 +112,21 @@ def _staircase_of(problem, nodes, others_fwd, limits):
         s = g.succs(v)
         needed[i] = bool((g.phase[s] != 0).any())
         fixed[i] = bool(others_fwd[s].any())
-    return closure_staircase(nodes, preds, needed=needed, fixed=fixed, cost=cost[nodes], size=g.bytes[nodes],
-                             limits=limits)
+    # coarse first (the whole range of memory in few solves: a truncated fine walk held only the top of it,
+    # and nothing fit at 50 % on a loaded machine), then the gaps refined while time and points allow
+    st = closure_staircase(nodes, preds, needed=needed, fixed=fixed, cost=cost[nodes], size=g.bytes[nodes],
+                           limits=limits, resolution=1 / 24, keep_open=True)
+    try:
+        for _ in range(8):
+            gaps = [i for i, p in enumerate(st.points) if p.covers_from < p.held]
+            if not gaps or limits.expired() or len(st.points) >= 64:
+                break
+            for i in sorted(gaps, reverse=True):          # from the back: indices stay valid
+                if limits.expired() or not st.refine(i, limits):
+                    break
+    finally:
+        st.close()
+    return st
 
 
 def _spread(points, k):
@@ -122,6 +135,27 @@ def _spread(points, k):
         return list(points)
     idx = np.unique(np.round(np.linspace(0, len(points) - 1, k)).astype(int))
     return [points[i] for i in idx]
+
+
+def _least_first(points):
+    """The points least memory first, then most, then the rest spread
+    (bisecting the range)."""
+    if len(points) <= 2:
+        return list(points)[::-1]
+    order, seen = [len(points) - 1, 0], {len(points) - 1, 0}
+    spans = [(0, len(points) - 1)]
+    while spans:
+        a, b = spans.pop(0)
+        m = (a + b) // 2
+        if m not in seen and a < m < b:
+            seen.add(m)
+            order.append(m)
+        if m - a > 1:
+            spans.append((a, m))
+        if b - m > 1:
+            spans.append((m, b))
+    order += [i for i in range(len(points)) if i not in seen]
+    return [points[i] for i in order]
 
 
 def block_menus(problem, bs: BlockStructure, *, limits: Limits | None = None, max_options: int = 64) -> BlockMenus:
@@ -141,7 +175,8 @@ def block_menus(problem, bs: BlockStructure, *, limits: Limits | None = None, ma
     others[epi] = False
     st_epi = _staircase_of(problem, epi, others, limits) if epi.size else None
     lay = _spread(st_layer.points, max_options)
-    ep = _spread(st_epi.points, max_options) if st_epi is not None else []
+    ep = _spread(st_epi.points, min(max_options, 16)) if st_epi is not None else []   # one probe each
+    ep = _least_first(ep)     # measured in this order: a stopped measurement keeps the extremes
     return BlockMenus([p.x for p in lay], [p.x for p in ep], [p.extra for p in lay], [p.extra for p in ep],
                       st_layer.complete and (st_epi is None or st_epi.complete),
                       {"layer_points": len(st_layer.points), "epilogue_points": 0 if st_epi is None
@@ -240,10 +275,16 @@ def measure_options(problem, bs: BlockStructure, menus: BlockMenus, *, arrays: K
             extra[o] = float(f["extra"][ks].mean())
             seen[o] = True
     epi_inside, epi_extra = [], []
+    took = 0.0
     for e in range(len(menus.epilogue)):
+        # the options measured so far (a prefix: least memory first, block_menus), leaving time for a plan
+        if epi_inside and limits.left() < 2.5 * took:
+            break
         if limits.expired():
             return None
+        t0 = now()
         f = probe(problem, bs, keep_mask(problem.graph, bs, [mid] * L, menus, e), arrays)
+        took = now() - t0
         epi_inside.append(f["inside_epilogue"])
         epi_extra.append(f["extra_epilogue"])
     return {"base": base, "held": held, "inside": inside, "extra": extra, "epi_inside": epi_inside,

@@ -34,14 +34,22 @@ costs) share one staircase, so the bound costs a few small SCIP models at
 any depth.
 
 (4) Stages of one kind whose costs differ (a profiler's measurements) have
-the same closure model but for the objective.  If ``c_k >= rho * c_rep``
-elementwise (``rho`` the smallest ratio over the group's nodes, rounded
-down), every feasible ``(x, r)`` has ``c_k . r >= rho * c_rep . r``, so
-``E_k(h) >= rho * E_rep(h)`` for every ``h``: the representative's
-staircase with its extra bounds times ``rho`` is a valid front for stage
-``k``.  Kinds of more than :data:`EXACT_COST_BLOCKS` stages use it (one
-staircase, a class per ``rho``); smaller kinds are solved with their own
-costs.  A group whose staircase was stopped by the limits before any point,
+the same closure model but for the objective.  Kinds of up to
+:data:`EXACT_COST_BLOCKS` stages are solved stage by stage with their own
+costs.  The stages ``U`` of larger kinds are bounded together: keep the rows
+of step (1) between nodes of ``U`` (drop only those to other groups, as in
+step 2) and let ``L(lam) = min { c . r + lam * s . x }`` over that joint
+model, for a price ``lam >= 0`` per byte.  Every feasible ``(x, r)`` of it
+holding ``H`` bytes has ``c . r >= L(lam) - lam * H``, for every ``lam`` at
+once; so with ``phi >= L(lam_j) - lam_j * H`` for any finite set of prices
+(and ``phi >= 0``), ``phi`` and ``H`` replace the items of these stages in
+the integer program of step (3) (``sum h_g + H <= B - bytes(t)``) and its
+optimum stays at most the plan's cost.  :mod:`hybrid_remat.blocks.lagrange`
+computes a lower bound on ``L(lam)`` as a minimum cut (proof there), so each
+line lies below the true one; the prices are chosen by bisection towards the
+one whose line is highest at the program's ``H`` (any choice is valid).  A
+stopped or failed price search only leaves fewer lines.  A group whose
+staircase was stopped by the limits before any point,
 or of more than :data:`MAX_GROUP_NODES` nodes (not solved at all), keeps
 only the item (bytes of its inputs of ``t``, 0 s), which every held set of
 it dominates (every held set holds ``t``'s inputs and recomputes at least
@@ -101,53 +109,73 @@ class BlockBound:
     tolerance: float = 0.0
 
 
-#: blocks with different costs (measured with noise) share one staircase per class of this many blocks or more
+#: kinds of more stages than this whose costs differ (measured with noise) are bounded together by the
+#: closure model's Lagrangian (a minimum cut per price, :mod:`hybrid_remat.blocks.lagrange`); smaller kinds are
+#: solved stage by stage with their own costs
 EXACT_COST_BLOCKS = 16
 #: a group of more ancestors of the cut than this keeps only its item (bytes of its inputs of ``t``, 0 s):
 #: building and freeing the closure model of a 20k-node prologue outlasted the deadline (ResNet stages at 32k)
 MAX_GROUP_NODES = 4096
-#: the cost ratio of a class is rounded down to a multiple of this
-RATIO_STEP = 0.005
 
 
-def _cost_ratio(c_block: np.ndarray, c_rep: np.ndarray) -> float:
-    """The largest ``rho`` with ``c_block >= rho * c_rep`` elementwise (nodes
-    of zero representative cost bound nothing), rounded down to
-    :data:`RATIO_STEP` and at most 1."""
-    pos = c_rep > 0
-    if not pos.any():
-        return 1.0
-    rho = float(np.min(c_block[pos] / c_rep[pos]))
-    return max(0.0, min(1.0, math.floor(rho / RATIO_STEP) * RATIO_STEP))
+class _Prices:
+    """The Lagrangian lines ``phi >= L(lam) - lam * H`` of the stages bounded
+    together (module docstring, step 4): evaluated prices, their lower bounds
+    ``L`` and the bytes their minimum cut held (nonincreasing in the price)."""
 
+    def __init__(self, lg):
+        self.lg = lg
+        self.seen: dict = {}
 
-class _Scaled:
-    """A staircase whose bound items are scaled by ``rho`` (its costs are a
-    representative's; a group's own costs are at least ``rho`` times them)."""
+    def at(self, lam: float):
+        lam = float(lam)
+        if lam not in self.seen:
+            low, held, _ = self.lg.value(lam)
+            self.seen[lam] = (low, held)
+        return self.seen[lam]
 
-    def __init__(self, st, rho: float):
-        self.st, self.rho = st, rho
+    def lines(self) -> list:
+        return [(lam, low) for lam, (low, _) in self.seen.items()]
 
-    @property
-    def points(self):
-        return self.st.points
+    def start(self, limits) -> None:
+        """Prices at quantiles of the nodes' time per byte (and 0)."""
+        lg = self.lg
+        pos = lg.size > 0
+        self.at(0.0)
+        if pos.any():
+            ratio = lg.cost[pos] / lg.size[pos]
+            for q in (0.05, 0.3, 0.6, 0.9):
+                if limits.expired():
+                    return
+                self.at(float(np.quantile(ratio, q)))
 
-    @property
-    def slack(self) -> float:
-        return self.rho * self.st.slack
+    def best_at(self, H: float) -> float:
+        return max(low - lam * H for lam, low in self.lines())
 
-    @property
-    def stats(self):
-        return self.st.stats
-
-    def bound_items(self) -> list:
-        return [(h, self.rho * e) for h, e in self.st.bound_items()]
-
-    def refine(self, i, limits=None):
-        return self.st.refine(i, limits)
-
-    def close(self) -> None:
-        self.st.close()
+    def search(self, H: float, limits, steps: int = 14) -> None:
+        """Prices towards the one whose line is highest at ``H`` bytes: where
+        the held bytes of the cut cross ``H`` (bisection on the price; the
+        line's value is concave in it)."""
+        if self.at(0.0)[1] <= H:       # holding every forced value fits: the line of price 0 is the best
+            return
+        for _ in range(steps):
+            if limits.expired():
+                return
+            pts = sorted(self.seen.items())
+            lo = max((lam for lam, (_, h) in pts if h >= H), default=0.0)
+            hi = min((lam for lam, (_, h) in pts if h <= H and lam > lo), default=None)
+            if hi is None:                         # every price seen holds more than H: raise it
+                top = max(lam for lam, _ in pts)
+                self.at(4.0 * top if top > 0 else 1.0)
+                continue
+            if lo <= 0.0:
+                lo = hi / 64.0
+                if lo not in self.seen:
+                    self.at(lo)
+                    continue
+            if hi <= lo * (1 + 1e-6):
+                return
+            self.at(math.sqrt(lo * hi))
 
 
 def _positions(part, n: int) -> np.ndarray:
@@ -166,23 +194,23 @@ def _positions(part, n: int) -> np.ndarray:
 
 
 def _groups(problem, part, t: int, anc, items):
-    """``{key: [count, share, rho, cost, size, preds, needed, fixed]}`` of
+    """``({key: [count, share, cost, size, preds, needed, fixed]}, together)``:
     the cut's groups (``part``: a :class:`~.detect.BlockStructure` or a
     segment chain: ``stage`` per node, ``kind_of(s)``, ``stage_nodes(s)``,
     ``same_costs_of(kind)``, ``count_of(kind)``, ``positioned(s)``: how many of
-    ``stage_nodes(s)`` are matched by position across the kind).  Stages of one kind with
-    the same positions in the cut share a key; with different costs the key
-    also holds the costs (kinds of up to :data:`EXACT_COST_BLOCKS` stages)
-    or the class ``rho`` of the cost ratio to the kind's representative
-    (proof in the module docstring).  Groups of one ``share`` key use one
-    staircase (with the representative's ``cost``)."""
+    ``stage_nodes(s)`` are matched by position across the kind) and the nodes
+    of the stages bounded together by the Lagrangian (kinds of more than
+    :data:`EXACT_COST_BLOCKS` stages whose costs differ; module docstring,
+    step 4).  Stages of one kind with the same positions in the cut share a
+    key; with different costs the key also holds the costs.  Groups of one
+    ``share`` key use one staircase."""
     g = problem.graph
     cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
     inputs = np.zeros(g.n, dtype=bool)
     inputs[g.preds(t)] = True
     stage = part.stage
     out: dict = {}
-    reps: dict = {}
+    together: list = []
     members = np.flatnonzero(anc)
     ms = stage[members]
     order = np.argsort(ms, kind="stable")      # members by stage, in node order within one
@@ -193,31 +221,50 @@ def _groups(problem, part, t: int, anc, items):
         needed = items[nodes]
         fixed = inputs[nodes]
         kind = part.kind_of(s)
-        rho = 1.0
         if kind is not None:
             pos = _positions(part, g.n)
             if (pos[nodes] >= part.positioned(s)).any():
                 kind = None            # nodes without a position in the kind: a group of its own
         if kind is not None:
+            if not part.same_costs_of(kind) and part.count_of(kind) > EXACT_COST_BLOCKS:
+                if needed.any():
+                    together.append(nodes)
+                    continue
             share = ("kind", kind, tuple(pos[nodes].tolist()), tuple(np.flatnonzero(needed).tolist()),
                      tuple(np.flatnonzero(fixed).tolist()))
-            key = share
             if not part.same_costs_of(kind):
-                if part.count_of(kind) <= EXACT_COST_BLOCKS:
-                    share = key = share + (tuple(cost[nodes].tolist()),)
-                else:
-                    rho = _cost_ratio(cost[nodes], reps.setdefault(share, cost[nodes]))
-                    key = share + (rho,)
+                share = share + (tuple(cost[nodes].tolist()),)
         else:
-            share = key = ("stage", s)
-        if key in out:
-            out[key][0] += 1
+            share = ("stage", s)
+        if share in out:
+            out[share][0] += 1
             continue
         loc = np.full(g.n, -1, dtype=np.int64)
         loc[nodes] = np.arange(nodes.size)
         preds = [[int(loc[u]) for u in g.preds(v).tolist() if loc[u] >= 0] for v in nodes.tolist()]
-        out[key] = [1, share, rho, reps.get(share, cost[nodes]), g.bytes[nodes], preds, needed, fixed]
-    return out
+        out[share] = [1, share, cost[nodes], g.bytes[nodes], preds, needed, fixed]
+    return out, (np.concatenate(together) if together else None)
+
+
+def _together(problem, t: int, nodes, items) -> _Prices:
+    """The Lagrangian of the closure model over ``nodes`` (rows between
+    them kept, inputs outside taken as available; module docstring, step 4)."""
+    from ..blocks.lagrange import ClosureLagrangian
+
+    g = problem.graph
+    nodes = np.sort(nodes)
+    loc = np.full(g.n, -1, dtype=np.int64)
+    loc[nodes] = np.arange(nodes.size)
+    ptr, idx = g.pred_ptr, g.pred_idx
+    preds = []
+    for v in nodes.tolist():
+        lv = loc[idx[ptr[v]:ptr[v + 1]]]
+        preds.append(lv[lv >= 0].tolist())
+    inputs = np.zeros(g.n, dtype=bool)
+    inputs[g.preds(t)] = True
+    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
+    return _Prices(ClosureLagrangian(preds, needed=items[nodes], fixed=inputs[nodes], cost=cost[nodes],
+                                     size=g.bytes[nodes]))
 
 
 def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = math.inf):
@@ -228,14 +275,18 @@ def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = 
     g = problem.graph
     anc, items = cut_items(g, t)
     cap = int(problem.budgets[0]) - int(g.bytes[t])
-    groups = _groups(problem, bs, t, anc, items)
+    groups, together = _groups(problem, bs, t, anc, items)
     fronts = []
     fixed_bytes = 0
     shared: dict = {}
     max_points = int(np.clip(2048 // max(1, len(groups)), 8, 256))
     left = limits.left()        # the staircases stop early enough to leave the allocation its time
     stairs = limits.share(0.8 * left) if math.isfinite(left) else limits
-    for count, share, rho, c, size, preds, needed, fixed in groups.values():
+    prices = None
+    if together is not None:    # the Lagrangian's first prices: a share of the staircases' time
+        prices = _together(problem, t, together, items)
+        prices.start(limits.share(0.3 * left) if math.isfinite(left) else limits)
+    for count, share, c, size, preds, needed, fixed in groups.values():
         if not needed.any():   # nothing of this group must survive the cut: it holds its inputs of t only
             fixed_bytes += int(size[fixed].sum()) * count
             continue
@@ -250,27 +301,28 @@ def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = 
         if st is None or not st.points:   # stopped: the group holds its inputs of t, at no less than no time
             fixed_bytes += int(size[fixed].sum()) * count
             continue
-        fronts.append((count, st if rho == 1.0 else _Scaled(st, rho)))
+        fronts.append((count, st))
+    done = 0
     try:
-        if not fronts and not shared:
+        if not fronts and not shared and prices is None:
             return None
-        value, used, slack = _allocate_bound(fronts, cap - fixed_bytes, limits)
-        done = 0
+        value, used, slack, H = _allocate_bound(fronts, cap - fixed_bytes, limits, prices)
         while done < rounds and value + slack < enough:
             # points chosen by the integer program whose range below is a coarse gap: solve them exactly
             gaps = [(k, i) for k, i in used if fronts[k][1].points[i].covers_from < fronts[k][1].points[i].held]
-            if not gaps or limits.expired():
+            moved = False
+            if prices is not None and H is not None and not limits.expired():
+                before = prices.best_at(H)
+                prices.search(H, limits)
+                moved = prices.best_at(H) > before + 1e-9 * abs(before) + 1e-300
+            if (not gaps and not moved) or limits.expired():
                 break
-            seen = set()
             for k, i in sorted(gaps, key=lambda x: -x[1]):     # from the back: indices stay valid
-                st = fronts[k][1]
-                if (id(getattr(st, "st", st)), i) not in seen:  # groups of one share key: one staircase
-                    seen.add((id(getattr(st, "st", st)), i))
-                    st.refine(i, limits)
+                fronts[k][1].refine(i, limits)
             done += 1
             if limits.expired():
                 break
-            again, used, again_slack = _allocate_bound(fronts, cap - fixed_bytes, limits)
+            again, used, again_slack, H = _allocate_bound(fronts, cap - fixed_bytes, limits, prices)
             if again > value:                  # every round's dual bound is valid
                 value, slack = again, again_slack
     finally:
@@ -279,29 +331,37 @@ def _cut_value(problem, bs, t, limits, stats, rounds: int = 12, enough: float = 
     stats.setdefault("cuts", []).append({"node": int(t), "groups": len(groups), "kinds": len(shared),
                                          "refinements": done,
                                          "solves": sum(st.stats.get("solves", 0) for st in shared.values())})
+    if prices is not None:
+        stats["cuts"][-1]["lagrangian"] = {"nodes": prices.lg.n_nodes, "prices": len(prices.seen)}
     return value, slack
 
 
-def _allocate_bound(fronts, cap, limits):
-    """``(bound, used, slack)``: the dual bound of ``min sum cost`` choosing
-    one item of each staircase's :meth:`~.staircase.Staircase.bound_items`
-    per group (``fronts``: ``[(count, staircase)]``, counts per kind) with
-    ``sum memory <= cap`` (``inf`` when infeasible), the items of its best
-    solution as ``(kind, item)`` pairs, and how far SCIP's tolerances may
-    have lowered the bound (here and in the staircases).  On the SCIP layer:
-    the objective scaled by its largest cost, only a trusted dual bound
-    counts (lowered by SCIP's tolerance; 0, the trivial bound, otherwise)."""
+def _allocate_bound(fronts, cap, limits, prices=None):
+    """``(bound, used, slack, H)``: the dual bound of ``min sum cost``
+    choosing one item of each staircase's
+    :meth:`~.staircase.Staircase.bound_items` per group (``fronts``:
+    ``[(count, staircase)]``, counts per kind) plus, with ``prices``, a
+    variable ``phi`` above every Lagrangian line ``L - lam * H`` of the stages
+    bounded together, ``H`` their bytes, with ``sum memory + H <= cap``
+    (``inf`` when infeasible); the items of its best solution as ``(kind,
+    item)`` pairs, how far SCIP's tolerances may have lowered the bound (here
+    and in the staircases), and the best solution's ``H`` (``None``: none).
+    On the SCIP layer: the objective scaled by its largest cost, the memory row
+    by ``cap``, only a trusted dual bound counts (lowered by SCIP's tolerance;
+    0, the trivial bound, otherwise)."""
     from pyscipopt import quicksum
 
     from ..scip import ObjectiveScale, cap_nodes, run, scip_model
 
-    if not fronts:
-        return 0.0, [], 0.0
+    lines = prices.lines() if prices is not None else []
+    if not fronts and not lines:
+        return 0.0, [], 0.0, None
     if cap < 0:
-        return math.inf, [], 0.0
+        return math.inf, [], 0.0, None
     inherited = sum(count * st.slack for count, st in fronts)
     fronts = [(count, st.bound_items()) for count, st in fronts]
-    sc = ObjectiveScale.of([e for _, pts in fronts for _, e in pts])
+    sc = ObjectiveScale.of([e for _, pts in fronts for _, e in pts] + [low for _, low in lines])
+    mu = max(1.0, float(cap))          # the memory row in units of the capacity
     with scip_model("block_bound") as m:
         mem, var = [], {}
         for k, (count, pts) in enumerate(fronts):
@@ -309,18 +369,27 @@ def _allocate_bound(fronts, cap, limits):
             m.addCons(quicksum(n) == count)
             mem += [(h, v) for (h, _), v in zip(pts, n, strict=True)]
             var.update({(k, i): v for i, v in enumerate(n)})
-        m.addCons(quicksum(float(h) * v for h, v in mem) <= float(cap))
+        held = quicksum(float(h) / mu * v for h, v in mem)
+        hv = None
+        if lines:
+            hv = m.addVar(vtype="C", lb=0.0, ub=float(cap) / mu)
+            phi = m.addVar(vtype="C", lb=0.0, obj=1.0)
+            for lam, low in lines:
+                m.addCons(phi + sc.coef(lam * mu) * hv >= sc.coef(low))
+            held = held + hv
+        m.addCons(held <= float(cap) / mu)
         res = run(m, limits=cap_nodes(limits, 100_000))
-        used = []
+        used, H = [], None
         if res.has_solution:
             sol = m.getBestSol()
             used = [key for key, v in var.items() if m.getSolVal(sol, v) > 0.5]
+            H = None if hv is None else max(0.0, m.getSolVal(sol, hv)) * mu
         res.reraise()
         if res.status == "infeasible":
-            return math.inf, [], 0.0
+            return math.inf, [], 0.0, None
         if res.dual is None:
-            return 0.0, used, 0.0
-        return max(0.0, sc.bound(res.dual)), used, inherited + sc.real(res.dual) - sc.bound(res.dual)
+            return 0.0, used, 0.0, H
+        return max(0.0, sc.bound(res.dual)), used, inherited + sc.real(res.dual) - sc.bound(res.dual), H
 
 
 def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts: int = 3,
