@@ -47,6 +47,16 @@ def test_gpt2_labels_compiles_within_its_promised_peak(gpt2_eager, fraction):
         with pytest.raises(Exception, match=r"budget=0\.\d+ plans") as info:
             _compile_and_check(base, ids, ref, hrt.CompilePartitioner(fraction, time_limit=3))
         fraction = float(str(info.value).split("budget=")[1].split()[0])
+        # the first hint knows the graphs compiled so far; a program's later graph (the loss after a graph
+        # break) can raise it once, on the second pass, naming the budget with room for that graph
+        try:
+            _compile_and_check(base, ids, ref, hrt.CompilePartitioner(fraction, time_limit=3))
+            return
+        except Exception as err:  # noqa: BLE001 - the second pass's BudgetError, wrapped by dynamo
+            assert "budget=" in str(err), str(err)
+            hint = float(str(err).split("budget=")[1].split()[0])
+            assert hint > fraction, str(err)
+            fraction = hint
     _compile_and_check(base, ids, ref, hrt.CompilePartitioner(fraction, time_limit=3))
 
 

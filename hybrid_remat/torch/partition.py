@@ -328,7 +328,8 @@ class CompilePartitioner(CustomPartitionerFn):
                           f"is recomputed, over the {nbytes} B the program has left; counted against the program's "
                           f"budget of {program['target_bytes']} B", RuntimeWarning, stacklevel=2)
         if over:
-            prog_peak = int(own) + int(program["held_before_bytes"])  # the program's peak so
+            # the program's peak so, with the room reserved for its later graphs (a second pass knows them)
+            prog_peak = int(own) + int(program["held_before_bytes"]) + int(program["reserved_for_later_bytes"])
             frac = math.ceil(1000.0 * prog_peak / max(1, program["program_keep_all_peak_bytes"])) / 1000.0
             hint = repr(frac) if self.program.relative and 0 < frac <= 1.0 else str(prog_peak)
             what = (f"no partition of this compiled graph ({g.n} nodes) fits {nbytes} B: the lowest simulated peak "
