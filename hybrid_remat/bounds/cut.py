@@ -419,13 +419,17 @@ def warmup() -> None:
     cut_items(chain(3), 1)
 
 
-def serial_single_device(problem) -> tuple[bool, str]:
+def serial_single_device(problem, *, max_nodes: int | None = None, why_larger: str = "") -> tuple[bool, str]:
     """``(True, "")`` for a single-device problem with the serial objective
-    (what the cut and block bounds cover), else ``(False, why)``."""
+    (what the cut and block bounds cover) of at most ``max_nodes`` nodes (no
+    limit when None), else ``(False, why)``; ``why_larger`` is added to the
+    reason a larger graph is declined."""
     if not problem.is_single_device:
         return False, "single device only"
     if problem.objective.name != "serial":
         return False, "serial time only"
+    if max_nodes is not None and problem.graph.n > max_nodes:
+        return False, f"more than {max_nodes} nodes{why_larger}"
     return True, ""
 
 

@@ -245,12 +245,7 @@ class FirstMomentBound(Bound):
     def applicable(self, problem) -> tuple[bool, str]:
         from .cut import serial_single_device
 
-        ok, why = serial_single_device(problem)
-        if not ok:
-            return ok, why
-        if problem.graph.n > MAX_NODES:
-            return False, f"more than {MAX_NODES} nodes"
-        return True, ""
+        return serial_single_device(problem, max_nodes=MAX_NODES)
 
     def predict_seconds(self, problem) -> float:
         """Seconds worth giving it (twice that is its first share): one model on ``mlp_chain_b256``

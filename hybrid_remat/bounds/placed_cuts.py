@@ -312,12 +312,7 @@ class PlacedCutsBound(Bound):
     def applicable(self, problem) -> tuple[bool, str]:
         from .cut import serial_single_device
 
-        ok, why = serial_single_device(problem)
-        if not ok:
-            return ok, why
-        if problem.graph.n > MAX_NODES:
-            return False, f"more than {MAX_NODES} nodes"
-        return True, ""
+        return serial_single_device(problem, max_nodes=MAX_NODES)
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
         r = placed_cuts_lower_bound(problem, limits=limits)

@@ -248,12 +248,7 @@ class StateSearchBound(Bound):
     def applicable(self, problem) -> tuple[bool, str]:
         from .cut import serial_single_device
 
-        ok, why = serial_single_device(problem)
-        if not ok:
-            return ok, why
-        if problem.graph.n > MAX_NODES:
-            return False, f"more than {MAX_NODES} nodes (the frontier bound is little above the base cost)"
-        return True, ""
+        return serial_single_device(problem, max_nodes=MAX_NODES, why_larger=" (the frontier bound is little above the base cost)")
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
         r = state_search_bound(problem, limits=limits)
