@@ -143,9 +143,11 @@ def run_model(name: str, kind: str, fractions, rounds: int, time_limit: float, a
     eager = Runner(base, call)
     eager.step()
     ref = eager.grads()
-    ctx = torch._inductor.config.patch(fallback_random=True)
+    # caches off: a graph served from inductor's FX or AOTAutograd cache never reaches the partitioner (no report,
+    # no ledger: a row asking again for the same budget would show no prediction)
+    ctx = torch._inductor.config.patch(fallback_random=True, fx_graph_cache=False)
     rows = []
-    with ctx, warnings.catch_warnings():
+    with ctx, torch._functorch.config.patch(enable_autograd_cache=False), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # leftover graphs charged to the program
         t0 = time.perf_counter()
         pt2 = compiled(base, call, pt2_default(kind))

@@ -42,8 +42,10 @@ def gpt2_eager():
 @pytest.mark.parametrize("fraction", [0.7, 0.5, 0.3])
 def test_gpt2_labels_compiles_within_its_promised_peak(gpt2_eager, fraction):
     base, ids, ref = gpt2_eager
-    if fraction == 0.3:  # below this small GPT-2's floor (~0.43: the gradients returned at the backward's end,
-        # the saved masks, what attention's backward holds): the error names a budget that plans, and it does
+    if fraction == 0.3:  # below this 2-layer GPT-2's floor in PT2's partition class (each recomputed value runs once
+        # in the backward, live from its first to its last reader): one MLP's GELU-tanh values alone are 5 x 131072 B =
+        # 30.0% of the 2183424 B keep-all activations; the lowest found is 42.9%. The 4-layer model below reaches 0.3.
+        # Here the error names a budget that plans, and it does
         with pytest.raises(Exception, match=r"budget=0\.\d+ plans") as info:
             _compile_and_check(base, ids, ref, hrt.CompilePartitioner(fraction, time_limit=3))
         fraction = float(str(info.value).split("budget=")[1].split()[0])
@@ -58,6 +60,23 @@ def test_gpt2_labels_compiles_within_its_promised_peak(gpt2_eager, fraction):
             assert hint > fraction, str(err)
             fraction = hint
     _compile_and_check(base, ids, ref, hrt.CompilePartitioner(fraction, time_limit=3))
+
+
+def test_gpt2_4_layers_labels_compiles_at_30_percent():
+    """The issue's layer count (4 blocks, each ~1/4 of the activations): 0.3 compiles as asked, no hint followed."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    base = GPT2LMHeadModel(GPT2Config(n_layer=4, n_embd=64, n_head=2, n_positions=32, vocab_size=128)).train()
+    ids = torch.randint(0, 128, (4, 32))
+    ref = copy.deepcopy(base)
+    torch.manual_seed(1)
+    ref(ids, labels=ids).loss.backward()
+    part = hrt.CompilePartitioner(0.3, time_limit=4)
+    _compile_and_check(base, ids, ref, part)
+    main = part.reports[-2]
+    assert main["fits"] and main["predicted_peak_bytes"] <= main["budget_bytes"]
+    assert main["predicted_peak_bytes"] < main["pt2_default_peak_bytes"]
 
 
 def _compile_and_check(base, ids, ref, part):

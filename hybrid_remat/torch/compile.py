@@ -317,6 +317,7 @@ class Program:
             self.reserve = [max([graphs[j]["peak"] + sum(graphs[i]["held"] for i in range(k + 1, j))
                                  for j in range(k + 1, len(graphs))], default=0) for k in range(len(graphs))]
         self.held = 0  # bytes the program's earlier graphs hold for their backward (their partitions)
+        self.room = 0  # bytes earlier graphs' budgets give later ones: their gradients, not yet made (see hold)
         self.held_all = 0  # the same, had they saved everything
         self.keep_all_peak = 0  # the program's keep-all peak so far
         self.graphs: list[dict] = []  # per graph of this pass: predicted peak, held bytes, target
@@ -337,7 +338,8 @@ class Program:
         """Bytes by which this pass's predicted peak exceeds the budget (0: it fits).  Positive when a later
         graph (a graph break's leftover) needed more than earlier graphs left it: compile the program again
         (``torch._dynamo.reset()``, then :meth:`reset`): earlier graphs then leave that room."""
-        return max((max(0, r["peak"] + r["held_before"] - r["target"]) for r in self.graphs), default=0)
+        return max((max(0, r["peak"] + r["held_before"] - r["target"] - r.get("room_before", 0)) for r in self.graphs),
+                   default=0)
 
     def allowance(self, g) -> tuple[int, dict]:
         """Bytes the step of graph ``g`` (the next one of the program) may
@@ -350,21 +352,25 @@ class Program:
             target = int(self.spec.resolve(0))
         k = len(self.graphs)
         reserve = self.reserve[k] if k < len(getattr(self, "reserve", [])) else 0
-        allowed = max(1, target - self.held - reserve)
-        self._pending = {"target": int(target), "held_before": int(self.held)}
+        allowed = max(1, target + self.room - self.held - reserve)
+        self._pending = {"target": int(target), "held_before": int(self.held), "room_before": int(self.room)}
         return allowed, {"target_bytes": int(target), "held_before_bytes": int(self.held),
+                         "room_before_bytes": int(self.room),
                          "program_keep_all_peak_bytes": int(self.keep_all_peak),
                          "reserved_for_later_bytes": int(reserve), "graph_index": k}
 
-    def hold(self, held: int, held_all: int, peak: int | None = None) -> None:
+    def hold(self, held: int, held_all: int, peak: int | None = None, room: int = 0) -> None:
         """A graph's partition is chosen: it holds ``held`` bytes (``held_all`` had it saved everything)
-        while the program's later graphs run; ``peak``: its predicted peak."""
+        while the program's later graphs run; ``peak``: its predicted peak.  ``room``: bytes of its own budget
+        that exist only in its backward, after the later graphs ran (the gradients it returns, which a
+        fraction's promise puts on top): later graphs may spend them."""
         rec = dict(getattr(self, "_pending", None) or {"target": 0, "held_before": int(self.held)})
         rec.update(peak=int(peak or 0), held=int(held))
         self.graphs.append(rec)
         self._pending = None
         self.held += int(held)
         self.held_all += int(held_all)
+        self.room += int(room)
 
 
 _WARM = False

@@ -349,7 +349,9 @@ class CompilePartitioner(CustomPartitionerFn):
         held, held_all = _held(jg, g, keep)
         # the graph's outputs (a later graph's inputs) are held too while later graphs run
         extra = 0 if relative else output_bytes
-        self.program.hold(held + extra, held_all + extra, own)
+        # a fraction's promise puts the gradients on top: they exist in this graph's backward only, which runs
+        # after the later graphs (a graph break's leftover) ran and freed theirs: later graphs may use that room
+        self.program.hold(held + extra, held_all + extra, own, room=grad_bytes if relative else 0)
         report.update(held_bytes=held + extra, saved_bytes=held, tangent_bytes=tangent_bytes,
                       output_bytes=output_bytes)
         return saved
