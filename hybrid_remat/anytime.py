@@ -349,9 +349,9 @@ def anytime_solve(problem, time_limit: float, *, workers: int | None = None, heu
             warm_s = now() - t_warm
     # formulations the caller named run whatever the scheduler predicts (issue 23.7)
     named = {w for w in (formulations or ()) if isinstance(w, str)}
+    t0 = now()  # the admission (each component's applicable() and prediction) is inside the limit too
     sched = Scheduler(problem, heuristics=red.heuristics, bounds=red.bounds, improvers=red.improvers,
                       formulations=red.formulations, reductions=red.reductions, named=named)
-    t0 = now()
     ledger = Ledger(problem, on_improve=on_improve, t0=t0)
     run = run_portfolio(
         problem, deadline=t0 + (0.0 if early else float(time_limit)), heuristics=red.heuristics,

@@ -266,3 +266,38 @@ def test_the_forked_executor_imports_no_policy():
         elif isinstance(node, ast.Import):
             imported.update(a.name for a in node.names)
     assert not {m for m in imported if "scheduler" in m or "runner" in m}, imported
+
+
+def test_a_heuristic_predicted_over_its_first_pass_share_runs_in_a_later_round():
+    table = {"slow": {"c": 30.0, "k": 0.0, "value": 0.5}, "fast": {"c": 0.1, "k": 0.0, "value": 0.5}}
+    s = sched(table=table, deadline=100.0, heuristics=[H("slow"), H("fast")])
+    view, seen = View(), []
+    while (a := s.next(view, 0.0, 0)) is not DONE:
+        seen.append((a.task.name, a.task.note))
+        view.value = 5.0
+        s.done(a, Outcome("valid", 0.1))
+    assert seen == [("fast", ""), ("slow", "second round: ")]   # 30 s > 25 % of 100 s: deferred, not dropped
+    assert any(name == "slow" and why.startswith("deferred to a later round") for name, why in s.skips)
+
+
+def test_an_uncalibrated_formulation_constructs_where_it_says_so():
+    class C(F):
+        def __init__(self, name, where):
+            super().__init__(name)
+            self.where = where
+
+        def predict_seconds(self, problem):
+            return 1.0
+
+        def constructs_on(self, problem):
+            return self.where
+
+    s = sched(heuristics=[H("h")], formulations=[C("yes", True), C("no", False)])
+    assert [t.name for t in s.construct if t.kind == "formulation"] == ["yes"]
+    assert [t.name for t in s.long if t.kind == "formulation"] == ["no"]
+    view, got = View(), {}
+    while (a := s.next(view, 0.0, 0)) is not DONE:
+        got.setdefault(a.task.name, (a.task.phase, a.share))
+        view.value = 5.0
+        s.done(a, Outcome("valid", 0.1))
+    assert got["yes"][0] == "construct" and got["yes"][1] <= 0.4 * 100.0 and got["no"][0] == "long"

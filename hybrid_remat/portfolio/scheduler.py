@@ -1,86 +1,68 @@
 """The scheduler: every decision of a portfolio run.
 
-The executors (:mod:`~hybrid_remat.portfolio.runner`: one task at a time in
-a thread of this process; :mod:`~hybrid_remat.portfolio.workers`: forked
-worker processes) decide nothing: for each free slot they ask
-:meth:`Scheduler.next` ``(view, now, slot)`` for an :class:`Assignment`
-(which task, seed, share, deadline), :data:`WAIT` or :data:`DONE`, run what
-they are given and pass how it ended to :meth:`Scheduler.done`.  Given the
+The executors (:mod:`~hybrid_remat.portfolio.runner`: one task at a time in a thread of this process;
+:mod:`~hybrid_remat.portfolio.workers`: forked worker processes) decide nothing: for each free slot they ask
+:meth:`Scheduler.next` ``(view, now, slot)`` for an :class:`Assignment` (which task, seed, share, deadline),
+:data:`WAIT` or :data:`DONE`, run what they are given and pass how it ended to :meth:`Scheduler.done`.  Given the
 same outcomes, both executors see the same sequence of assignments.
 
-Admission.  A component runs when its capabilities admit the problem
-(:func:`~hybrid_remat.interfaces.accepts`: devices, graph shape, its own
-``applicable``), and, on one device, when it declares ``"needs_budget"``
-only if keep-all does not fit.  Refusals go to the report with the reason.
+Admission.  A component runs when its capabilities admit the problem (:func:`~hybrid_remat.interfaces.accepts`:
+devices, graph shape, its own ``applicable``), and, on one device, when it declares ``"needs_budget"`` only if
+keep-all does not fit.  Refusals go to the report with the reason.
 
-Order: measured value per second.  Each component gets a *priority*
-``value / predicted seconds``: the prediction is the component's own
-``predict_seconds(problem)`` when it has one, else ``c * n**k`` from the
-calibration table (:mod:`hybrid_remat.portfolio.calibration_table`, written
-by ``benchmarks/portfolio_calibration.py``: seconds to a first useful
-result at 1k-100k nodes), and ``value`` its measured value there (1 where
-it gave the best plan or bound, 0.1 where it gave one).  Calibrated
-components run by decreasing priority.  One exception, the *quick start*: of the calibrated heuristics
-that gave plans on about half the instances or more (value at least
-:data:`QUICK_START_MIN_VALUE`), the one with the smallest prediction runs first, so that the first plan
-never waits for the best-valued component; where rows say where each planned (``plans``), only those
-that planned on :data:`QUICK_START_MIN_PLANS` of their instances (DTR's size rule thrashes on random
-layered graphs and U-Nets: ``dtr_belady`` plans on every family).
+Order: measured value per second.  Each component gets a *priority* ``value / predicted seconds``: the prediction is
+the component's own ``predict_seconds(problem)`` when it has one, else ``c * n**k`` from the calibration table
+(:mod:`hybrid_remat.portfolio.calibration_table`, written by ``benchmarks/portfolio_calibration.py``: seconds to a
+first useful result at 1k-100k nodes), and ``value`` its measured value there (1 where it gave the best plan or
+bound, 0.1 where it gave one).  Calibrated components run by decreasing priority.  One exception, the *quick start*:
+of the calibrated heuristics that gave plans on about half the instances or more (value at least
+:data:`QUICK_START_MIN_VALUE`), the one with the smallest prediction runs first, so that the first plan never waits
+for the best-valued component; where rows say where each planned (``plans``), only those that planned on
+:data:`QUICK_START_MIN_PLANS` of their instances (DTR's size rule thrashes on random layered graphs and U-Nets:
+``dtr_belady`` plans on every family).
 
-Fairness.  A component outside the calibration table (a plugin, a new
-built-in) has no figures to earn a turn with: it gets a *short first slot*
-in its phase, right after the quick start, before the calibrated ones,
-ordered by its declared ``rank`` (its share in the construct phase is
-:data:`PROBE_SHARE` of the time left).  It is then calibrated from what it
-did: its measured seconds become its prediction for the rest of the run,
-and a probe that used its whole slot gets a later round.
+Fairness.  A component outside the calibration table (a plugin, a new built-in) has no figures to earn a turn with:
+it gets a *short first slot* in its phase, right after the quick start, before the calibrated ones, ordered by its
+declared ``rank`` (its share in the construct phase is :data:`PROBE_SHARE` of the time left).  It is then calibrated
+from what it did: its measured seconds become its prediction for the rest of the run, and a probe that used its
+whole slot gets a later round.
 
-A formulation that can start without a plan (no ``"needs_incumbent"``) and
-that the calibration measured to deliver a useful first result on its own
-(its row has a time fit, ``c``, and a positive value; a formulation that
-used all the time it was given has no fit, one that returned nothing has
-value 0) is a *constructor*: it runs with the heuristics and bounds,
-by priority (the block solver on repeated graphs: the best plan and bound
-in seconds), and again later only when it used its whole share.  The other
-formulations run after the improvers' first pass, by ``rank`` (they share
-the time equally, so the order only decides who gets the time others
-leave).
+A formulation that can start without a plan (no ``"needs_incumbent"``) and that the calibration measured to deliver
+a useful first result on its own (its row has a time fit, ``c``, and a positive value; a formulation that used all
+the time it was given has no fit, one that returned nothing has value 0) is a *constructor*: it runs with the
+heuristics and bounds, by priority (the block solver on repeated graphs: the best plan and bound in seconds), and
+again later only when it used its whole share.  The other formulations run after the improvers' first pass, by
+``rank`` (they share the time equally, so the order only decides who gets the time others leave).  An uncalibrated
+formulation whose ``constructs_on(problem)`` is true is a constructor there too (as a probe, right after the quick
+start); a constructor's first-pass share is at most :data:`FORMULATION_CAP` of the time left.
 
-The first pass is ``construct`` (heuristics, bounds, constructor
-formulations), the reductions of a multi-device problem (each alone, when
-nothing else runs: :mod:`~hybrid_remat.portfolio.reduce`), ``polish``
-(improvers on the first incumbent), ``long`` (formulations, then improvers
-again).  A component runs in one slot at a time: the next task of a busy
-component waits while the free slots take the tasks after it.
+The first pass is ``construct`` (heuristics, bounds, constructor formulations), the reductions of a multi-device
+problem (each alone, when nothing else runs: :mod:`~hybrid_remat.portfolio.reduce`), ``polish`` (improvers on the
+first incumbent), ``long`` (formulations, then improvers again).  A component runs in one slot at a time: the next
+task of a busy component waits while the free slots take the tasks after it.
 
-Skipping (a report row with the reason).  Everything left once the gap is
-closed, infeasibility proved, the run stopped or the deadline passed; a
-component predicted to need more than the time left (``predicted 290 s >
-40 s left``: predict the time to a *useful* result); a feasibility-only
-bound (``infeasibility_only``) once a plan exists; an improver (or a
-formulation that ``"needs_incumbent"``) without a plan (it is tried again
-once there is one); a ``"deterministic"`` improver or formulation that
-would start from the incumbent value of its last run, which it finished
-within its share (*same-start memory*).
+Skipping (a report row with the reason).  Everything left once the gap is closed, infeasibility proved, the run
+stopped or the deadline passed; a component predicted to need more than the time left (``predicted 290 s > 40 s
+left``: predict the time to a *useful* result); a feasibility-only bound (``infeasibility_only``) once a plan
+exists; an improver (or a formulation that ``"needs_incumbent"``) without a plan (it is tried again once there is
+one); a ``"deterministic"`` improver or formulation that would start from the incumbent value of its last run, which
+it finished within its share (*same-start memory*).
 
-Waiting for the first plan.  A formulation that would start without a plan
-while a heuristic is running waits a little (at most :data:`PLAN_WAIT_S`,
-or 5 % of the time left) for that plan, its warm start: started cold beside
-the heuristics, the block solver found nothing in 6 s where, warm, it found
-the best plan.  (The executors pass a task's plans on before its end, so a
-plan on its way is never mistaken for none.)
+Deferring.  A heuristic predicted to need over :data:`CONSTRUCT_SHARE` of the time left (times the slots) runs in
+the later rounds, not the first pass (``split``: 10-14 s of 20 s at 32k nodes, on every family).
 
-Later rounds.  Once the first pass is handed out, a component whose latest
-run used its whole share (an improver or formulation, or a probe), or that
-was skipped or started cold for want of a plan (first, once a plan
-exists), runs again, with a new seed per run (``seed + 7919 * k``, ``k``
-counting the later runs).  With one slot a round starts only while
-``min_round`` seconds remain and shares the time left less ``margin``
-among the tasks of its round; with several slots later runs take the time
-left like the long phase does.  When nothing else is left, free slots run
-*copies*, with other seeds, of a running improver that shares the
-incumbent (LNS: the copies pass what they find to each other), until a
-copy ends before its share does (more copies would only spin).
+Waiting for the first plan.  A formulation that would start without a plan while a heuristic is running waits a
+little (at most :data:`PLAN_WAIT_S`, or 5 % of the time left) for that plan, its warm start: started cold beside the
+heuristics, the block solver found nothing in 6 s where, warm, it found the best plan.  (The executors pass a task's
+plans on before its end, so a plan on its way is never mistaken for none.)
+
+Later rounds.  Once the first pass is handed out, a component whose latest run used its whole share (an improver or
+formulation, or a probe), or that was skipped or started cold for want of a plan (first, once a plan exists), runs
+again, with a new seed per run (``seed + 7919 * k``, ``k`` counting the later runs).  With one slot a round starts
+only while ``min_round`` seconds remain and shares the time left less ``margin`` among the tasks of its round; with
+several slots later runs take the time left like the long phase does.  When nothing else is left, free slots run
+*copies*, with other seeds, of a running improver that shares the incumbent (LNS: the copies pass what they find to
+each other), until a copy ends before its share does (more copies would only spin).
 
 Time shares (of the time left when a task starts):
 
@@ -131,10 +113,14 @@ __all__ = ["Scheduler", "Task", "Assignment", "WAIT", "DONE", "CONSTRUCT_SHARE",
 QUICK_START_MIN_VALUE, QUICK_START_MIN_PLANS = 0.05, 0.9
 #: share of the time left that a heuristic or bound may use
 CONSTRUCT_SHARE = 0.25
+#: the most of the time left a constructor formulation's first-pass share may take (the bounds still run)
+FORMULATION_CAP = 0.4
 #: share of the time left that each improver gets on the first incumbent
 POLISH_SHARE = 0.1
 #: share of the time left of a construct-phase component's first slot when it has no calibration figures
 PROBE_SHARE = 0.05
+#: the reason prefix of a first-pass heuristic moved to a later round (:meth:`Scheduler._defer`)
+DEFERRED = "deferred to a later round:"
 #: the longest a formulation waits for a running heuristic's first plan
 PLAN_WAIT_S = 1.0
 #: seeds of later runs: ``seed + SEED_STEP * k``
@@ -341,6 +327,9 @@ class Scheduler:
         it starts without a plan and its calibration row measured when its
         first result comes."""
         row = self.table.get(task.name) or {}
+        declared = getattr(task.obj, "constructs_on", None)   # uncalibrated: it says where it constructs
+        if task.kind == "formulation" and not row and callable(declared) and task.predicted is not None:
+            return bool(declared(self.problem)) and "needs_incumbent" not in set(getattr(task.obj, "capabilities", ()))
         return (task.kind == "formulation" and task.priority is not None and row.get("c") is not None
                 and float(row.get("value") or 0.0) > 0.0   # its first result was useful (a plan or a bound)
                 and "needs_incumbent" not in set(getattr(task.obj, "capabilities", ())))
@@ -401,7 +390,7 @@ class Scheduler:
             s = (PROBE_SHARE if task.probe else CONSTRUCT_SHARE) * left
             if task.predicted is not None:
                 s = max(s, 2.0 * task.predicted + 0.05)
-            return min(left, s)
+            return min(left, s, FORMULATION_CAP * left if task.kind == "formulation" else left)
         if task.phase == "polish":
             return POLISH_SHARE * left
         return min(left, left * workers / max(workers, remaining))
@@ -474,12 +463,14 @@ class Scheduler:
             if self._busy(t.obj):
                 pos += 1
                 continue
-            why = self._why_skip(t, view, left, have_plan)
+            why = self._why_skip(t, view, left, have_plan) or self._defer(t, left)
             if why is not None:
                 del st.pending[pos]
                 self._skip(t, why, slot)
                 if why == "no incumbent" and t.phase != "polish":
                     self._want(e, 2, needs_plan=True)
+                elif why.startswith(DEFERRED):
+                    self._want(e, 2, needs_plan=False)
                 continue
             if t.kind == "formulation" and not have_plan and self._plan_may_come(now, left):
                 return WAIT
@@ -501,6 +492,13 @@ class Scheduler:
             return "no incumbent"
         if self._same_start(t) and self.state.starts.get(id(t.obj), math.nan) == view.incumbent_value():
             return "same start as its last run (deterministic)"
+        return None
+
+    def _defer(self, t: Task, left: float) -> str | None:
+        """Why a first-pass heuristic runs in a later round (module docstring, *Deferring*), or ``None``."""
+        cap = CONSTRUCT_SHARE * left * self.state.slots
+        if t.kind == "heuristic" and t.phase == "construct" and t.predicted is not None and t.predicted > cap:
+            return f"{DEFERRED} predicted {t.predicted:.3g} s > its share {cap:.3g} s of the first pass"
         return None
 
     @staticmethod

@@ -66,6 +66,13 @@ class SegmentsFormulation(Formulation):
         segments = 0 if ch is None else int((ch.kind < 0).sum()) + len(ch.runs)
         return 1.0 + 0.005 * segments + 2e-5 * problem.graph.n
 
+    def constructs_on(self, problem) -> bool:
+        """Whether it runs with the heuristics (a constructor, the scheduler's first pass): where most stages
+        are segments of their own, so that no block solver plans the graph (layers that all differ: its
+        plan, 3.85 % TDI in 6 s at 32k nodes, is what the heuristics and LNS do not reach in 20 s)."""
+        ch = self.chain(problem.graph)
+        return ch is not None and float((ch.kind < 0).mean()) > 0.5
+
     def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
               on_bound=None) -> FormulationResult:
         lim = self.limits_of(limits)

@@ -247,6 +247,12 @@ def quick_keep(chain, tasks, n: int) -> np.ndarray:
     return keep
 
 
+def _reserve(limits: Limits, seconds: float) -> Limits:
+    """``limits`` ending ``seconds`` earlier (no earlier than now)."""
+    left = limits.left()
+    return limits.share(max(0.0, left - seconds)) if math.isfinite(left) else limits
+
+
 def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain | None = None,
                    menus: dict | None = None, on_incumbent=None, max_rounds: int = 8) -> SegmentResult:
     """The segment-chain solver (module docstring).  ``menus``: computed
@@ -282,14 +288,18 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
     elif menus is None:
         tasks = menu_tasks(problem, chain)
         quick = quick_keep(chain, tasks, problem.graph.n)     # a first plan in one simulation
+        t1 = now()
         plan, _, _ = planner.plan(quick)
         sim = simulate(problem, plan)
         stats["quick"] = {"valid": bool(sim.valid), "seconds": now() - t0}
+        memo["sim_s"] = now() - t1
         if sim.valid:
             offer(plan, problem.objective.value(sim), None)
         left = limits.left()
         menus = compute_menus(tasks, limits=limits.share(0.5 * left) if math.isfinite(left) else limits)
     per_stage = stage_menus(chain, menus)
+    # a column or a round (one plan, one simulation) starts only where it can end before the deadline
+    limits = _reserve(limits, memo.get("sim_s", 0.0))
     stats["menus"] = {"exact": sum(m.exact for m in menus.values()), "total": len(menus),
                       "seconds": now() - t0}
     groups = stage_groups(chain.kind)
