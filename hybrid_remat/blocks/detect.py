@@ -395,7 +395,8 @@ def detect_blocks(graph, *, min_copies: int = 2) -> BlockStructure | None:
     min_copies : int
         Fewest repetitions that count as repeated structure.
     """
-    return graph_blocks(graph, detect_runs(graph, min_copies=min_copies))
+    runs = graph.derived("runs", detect_runs) if min_copies == 2 else detect_runs(graph, min_copies=min_copies)
+    return graph_blocks(graph, runs)
 
 
 def graph_blocks(graph, structure: Structure) -> BlockStructure | None:

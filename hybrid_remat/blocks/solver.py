@@ -352,7 +352,7 @@ def solve_blocks(problem, *, limits: Limits | None = None, structure: BlockStruc
     limits = limits or Limits()
     t0 = now()
     stats: dict = {}
-    bs = structure if structure is not None else detect_blocks(problem.graph)
+    bs = structure if structure is not None else problem.graph.derived("blocks", detect_blocks)
     if bs is None or bs.n_blocks < 2:
         return BlockResult(None, math.inf, {}, {"skipped": "no repeated blocks"})
     menus = block_menus(problem, bs, limits=limits.share(0.4 * limits.left()) if math.isfinite(limits.left())

@@ -26,7 +26,7 @@ def blocks_applicable(problem, structure: BlockStructure | None = None) -> tuple
     ok, why = serial_single_device(problem)
     if not ok:
         return ok, why
-    bs = structure if structure is not None else detect_blocks(problem.graph)
+    bs = structure if structure is not None else problem.graph.derived("blocks", detect_blocks)
     if bs is None or bs.n_blocks < 2:
         return False, "no repeated blocks"
     return True, ""

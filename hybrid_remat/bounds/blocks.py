@@ -408,7 +408,7 @@ def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts:
     base = float(np.asarray(problem.cost_matrix[0], dtype=np.float64).sum())
     if not problem.is_single_device:
         raise ValueError("the block bound covers single-device problems only")
-    bs = structure if structure is not None else detect_blocks(problem.graph)
+    bs = structure if structure is not None else problem.graph.derived("blocks", detect_blocks)
     stats: dict = {}
     if bs is None:
         return BlockBound(base, 0.0, -1, {"skipped": "no repeated blocks"})
