@@ -96,6 +96,6 @@ def test_the_signal_tests_pass_when_the_suite_starts_with_sigint_ignored():
     def ignore_sigint():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *tests],
                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=ENV, preexec_fn=ignore_sigint)
     assert out.returncode == 0 and "2 passed" in out.stdout, out.stdout[-3000:]
