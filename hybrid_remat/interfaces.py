@@ -244,6 +244,16 @@ class Formulation:
         ``"scoped_bound"`` and names its class)."""
         raise NotImplementedError
 
+    def constructs_on(self, problem) -> bool:
+        """Whether the portfolio runs it with the heuristics (its first
+        pass, a *constructor*) on ``problem`` while the calibration table
+        has no row for it (:mod:`hybrid_remat.portfolio.scheduler`): true
+        where it can deliver a first plan on its own, faster than the
+        heuristics reach one as good (the segment chain on graphs whose
+        layers all differ).  Default ``False``: it runs after the
+        improvers' first pass."""
+        return False
+
     @staticmethod
     def limits_of(limits=None):
         """``limits``, or no limits when ``None`` (a direct caller's
