@@ -381,7 +381,7 @@ def spread_cuts(weight: np.ndarray, count: int) -> np.ndarray:
     (heaviest cuts alone cluster where the reference order peaks and miss
     the memory that builds up later, e.g. gradients held across a long
     backward: on the 2k-node U-Net the chain's LP rose from 3.83 to 4.03-4.12
-    TDI %, ``benchmarks/results/families_unet_s30.md``).
+    TDI %, ``benchmarks/results/unet_multicut_s30.md``).
 
     Examples
     --------
