@@ -310,7 +310,11 @@ def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limi
         Single device, serial time.
     max_cuts : int
         Longest chain (shortened further while the LP has more than
-        ``400_000`` variables).
+        ``400_000`` variables or does not fit the time left).  The cuts lie
+        on the heaviest path of the cut screen, chosen by
+        :func:`spread_cuts`; a chain of ``max_cuts // 3`` cuts is solved
+        first, then the longest that fits, and the better value is kept
+        (every chain gives a bound over every plan).
     milp : bool
         After the LP, solve models of at most ``60_000`` variables as a
         MILP (SCIP) with the time left; the larger of the two is returned.
