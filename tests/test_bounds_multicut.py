@@ -7,7 +7,7 @@ import numpy as np
 
 from hybrid_remat import plugins
 from hybrid_remat.bounds.cut import cut_lower_bound
-from hybrid_remat.bounds.multicut import MAX_NODES, multicut_lower_bound
+from hybrid_remat.bounds.multicut import MAX_NODES, multicut_lower_bound, spread_cuts
 from hybrid_remat.budgets import budget_lower_bound, keep_all_peak
 from hybrid_remat.generators import chain, random_layered, training_graph
 from hybrid_remat.limits import Limits
@@ -62,3 +62,30 @@ def test_an_expired_limit_or_a_large_graph_gives_the_trivial_bound():
     big = Problem.single(chain(MAX_NODES + 1, bytes=1), 2)
     mb = multicut_lower_bound(big)
     assert mb.value == big.base_cost and "skipped" in mb.stats
+
+
+def test_spread_cuts_keep_the_heaviest_half_and_spread_the_rest():
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        m = int(rng.integers(1, 60))
+        w = rng.uniform(0, 1, m) * (rng.uniform(0, 1, m) < 0.7)
+        k = int(rng.integers(1, 45))
+        keep = spread_cuts(w, k)
+        assert keep.size == min(k, m) and np.all(np.diff(keep) > 0) and 0 <= keep.min() and keep.max() < m
+        heavy = np.argsort(-w, kind="stable")[:min(k, m) // 2]
+        assert set(heavy.tolist()) <= set(keep.tolist())
+        if m > k >= 4:   # the rest reaches both ends of what the heaviest left (spread, not clustered)
+            rest = np.setdiff1d(np.arange(m), heavy)
+            assert rest[0] in keep and rest[-1] in keep
+
+
+def test_short_spread_chains_stay_below_the_optimum():
+    # few cuts: the short chain and the long one differ, the best of them is kept
+    rng = np.random.default_rng(5)
+    for _ in range(6):
+        g = _training(rng, 5)
+        B = int(rng.integers(budget_lower_bound(g), keep_all_peak(g)))
+        p = Problem.single(g, B)
+        opt = brute_force(p)[0]
+        mb = multicut_lower_bound(p, max_cuts=4, limits=Limits(nodes=300))
+        assert p.base_cost <= mb.value <= opt * (1 + 1e-9)

@@ -74,7 +74,7 @@ from ..interfaces import ALL_PLANS, Bound, BoundResult
 from ..limits import Limits, now
 from .cut import _cut_lp_kernel, _reference_memory, cut_items, reach, serial_single_device
 
-__all__ = ["MultiCutBound", "MultiCutBoundSource", "multicut_lower_bound", "cut_chain", "MAX_NODES"]
+__all__ = ["MultiCutBound", "MultiCutBoundSource", "multicut_lower_bound", "cut_chain", "spread_cuts", "MAX_NODES"]
 
 #: graphs above this size are left to the cut bound (the model is built in Python)
 MAX_NODES = 5_000
@@ -310,7 +310,11 @@ def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limi
         Single device, serial time.
     max_cuts : int
         Longest chain (shortened further while the LP has more than
-        ``400_000`` variables).
+        ``400_000`` variables or does not fit the time left).  The cuts lie
+        on the heaviest path of the cut screen, chosen by
+        :func:`spread_cuts`; a chain of ``max_cuts // 3`` cuts is solved
+        first, then the longest that fits, and the better value is kept
+        (every chain gives a bound over every plan).
     milp : bool
         After the LP, solve models of at most ``60_000`` variables as a
         MILP (SCIP) with the time left; the larger of the two is returned.
@@ -333,36 +337,94 @@ def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limi
         return MultiCutBound(base, 0.0, [], "none", {"skipped": f"more than {MAX_NODES} nodes"})
     screen = limits.share(0.3 * limits.left() if math.isfinite(limits.left()) else None)
     weight = _screen(problem, screen.work_for(_STEPS_PER_SECOND))
-    chain = cut_chain(problem.graph, weight, max_cuts)
+    path = cut_chain(problem.graph, weight, problem.graph.n + 1)
     stats = {"screen_s": now() - t0}
-    anc_sizes = [int(reach(problem.graph, t, up=True).sum()) for t in chain]
-    budget_vars = _MAX_LP_VARS
-    if math.isfinite(limits.left()):  # a chain whose LP fits the time left (about 2.5 rows per variable)
-        budget_vars = min(budget_vars, int(0.5 * limits.left() / (3.5 * _LP_SECONDS_PER_ITEM)))
-    while chain and 2 * sum(anc_sizes) > budget_vars:  # keep the heaviest cuts
-        drop = int(np.argmin(weight[chain]))
-        del chain[drop], anc_sizes[drop]
+    sizes: dict = {}
+
+    def ancestors(keep) -> int:     # the LP's size: its ancestor counts (computed for the cuts asked only)
+        for i in keep.tolist():
+            if i not in sizes:
+                sizes[i] = int(reach(problem.graph, path[i], up=True).sum())
+        return sum(sizes[i] for i in keep.tolist())
+
+    best, best_chain, best_method, models = None, [], "none", []
+    # a short spread chain first (cheap), then the longest that fits: their certified LPs, then SCIP on the
+    # best one whose MILP fits the time left; any chain is valid, the best value is kept
+    for count, use in dict.fromkeys([(max(4, max_cuts // 3), 0.7), (max_cuts, 0.5)]):
+        if limits.expired():
+            break
+        budget_vars = _MAX_LP_VARS
+        if math.isfinite(limits.left()):  # a chain whose LP fits the time left (about 2.5 rows per variable)
+            budget_vars = min(budget_vars, int(use * limits.left() / (3.5 * _LP_SECONDS_PER_ITEM)))
+        keep = spread_cuts(weight[path] if path else np.zeros(0), count)
+        while keep.size and 2 * ancestors(keep) > budget_vars:  # fewer cuts until the LP fits
+            keep = spread_cuts(weight[path], keep.size - 1)
+        chain = [path[i] for i in keep.tolist()]
+        if models and len(chain) <= len(models[-1][1]):   # no longer than the chain solved already
+            break
+        got = _chain_lp(problem, chain, limits, stats)
+        if got is not None:
+            models.append((got[0], chain, got[1]))
+            if best is None or got[0] > best:
+                best, best_chain, best_method = got[0], chain, "lp"
+    for _, chain, (c, A, b, lb, ub, cscale) in sorted(models, key=lambda m: -m[0]):
+        if milp and c.size <= _MAX_MILP_VARS and limits.left() > _MILP_SECONDS_PER_ITEM * (c.size + A.shape[0]):
+            exact = _milp(c, A, b, lb, ub, limits)
+            if exact is not None and exact * cscale > best:
+                best, best_chain, best_method = exact * cscale, chain, "milp"
+            break
+    stats["seconds"] = now() - t0
+    if best is None:
+        return MultiCutBound(base, 0.0, best_chain, "none", stats)
+    return MultiCutBound(base + best, best, best_chain, best_method, stats)
+
+
+def spread_cuts(weight: np.ndarray, count: int) -> np.ndarray:
+    """Positions of at most ``count`` cuts along a path whose cuts weigh
+    ``weight``: the heaviest half, the rest spread evenly over the others
+    (heaviest cuts alone cluster where the reference order peaks and miss
+    the memory that builds up later, e.g. gradients held across a long
+    backward: on the 2k-node U-Net the chain's LP rose from 3.83 to 4.03-4.12
+    TDI %, ``benchmarks/results/unet_multicut_s30.md``).
+
+    Examples
+    --------
+    >>> spread_cuts(np.array([0.0, 5.0, 0.0, 0.0, 1.0, 0.0]), 3).tolist()
+    [0, 1, 5]
+    >>> spread_cuts(np.array([1.0, 2.0]), 5).tolist()
+    [0, 1]
+    """
+    m = int(np.asarray(weight).size)
+    count = max(0, min(int(count), m))
+    if count == m:
+        return np.arange(m)
+    heavy = np.argsort(-np.asarray(weight, dtype=np.float64), kind="stable")[:count // 2]
+    rest = np.setdiff1d(np.arange(m), heavy)
+    even = rest[np.unique(np.linspace(0, rest.size - 1, count - heavy.size).round().astype(np.int64))] \
+        if count > heavy.size else np.zeros(0, dtype=np.int64)
+    return np.sort(np.concatenate([heavy, even])).astype(np.int64)
+
+
+def _chain_lp(problem, chain, limits, stats):
+    """``(extra, model)``: the certified LP value of the chain-of-cuts model
+    on ``chain`` and the model (``_model``'s tuple), ``None`` when nothing
+    was proved in time."""
     if not chain or limits.expired():
-        return MultiCutBound(base, 0.0, chain, "none", stats)
+        return None
     built = _model(problem, chain, limits)
     if built is None:
-        return MultiCutBound(base, 0.0, chain, "none", {**stats, "skipped": "time limit while building"})
+        stats["skipped"] = "time limit while building"
+        return None
     c, A, b, lb, ub, cscale = built
-    stats.update(vars=int(c.size), rows=int(A.shape[0]), build_s=now() - t0)
+    stats.setdefault("chains", []).append({"cuts": len(chain), "vars": int(c.size), "rows": int(A.shape[0])})
     if limits.left() < _LP_SECONDS_PER_ITEM * (c.size + A.shape[0]):
-        return MultiCutBound(base, 0.0, chain, "none", {**stats, "skipped": "LP predicted beyond the time left"})
-    val, method = _certified_lp(c, A, b, lb, ub, limits), "lp"
-    stats["lp_s"] = now() - t0
-    left = limits.left()
-    if milp and c.size <= _MAX_MILP_VARS and left > _MILP_SECONDS_PER_ITEM * (c.size + A.shape[0]):
-        exact = _milp(c, A, b, lb, ub, limits)
-        if exact is not None and (val is None or exact > val):
-            val, method = exact, "milp"
-    stats["seconds"] = now() - t0
+        stats["skipped"] = "LP predicted beyond the time left"
+        return None
+    val = _certified_lp(c, A, b, lb, ub, limits)
     if val is None:
-        return MultiCutBound(base, 0.0, chain, "none", stats)
-    extra = val * cscale
-    return MultiCutBound(base + extra, extra, chain, method, stats)
+        return None
+    stats["chains"][-1]["lp"] = float(val * cscale)
+    return val * cscale, built
 
 
 class MultiCutBoundSource(Bound):
@@ -387,6 +449,13 @@ class MultiCutBoundSource(Bound):
 
     def applicable(self, problem) -> tuple[bool, str]:
         return serial_single_device(problem)
+
+    def predict_seconds(self, problem) -> float:
+        """Seconds worth giving it (twice that is its first share, :mod:`~hybrid_remat.portfolio.scheduler`):
+        a chain of 5-7 spread cuts on the 2k-node U-Net (16k variables) takes 2-3 s at load 5 on the shared
+        2-core machine, with the edges; at most 3 s (without it, a probe's 5 % of the time left was too
+        short for more than the one-cut bound)."""
+        return min(3.0, 0.5 + 4e-4 * (problem.graph.n + problem.graph.m))
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
         mb = multicut_lower_bound(problem, limits=limits)
