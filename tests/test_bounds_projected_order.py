@@ -137,3 +137,38 @@ def test_an_exhausted_window_with_cuts_means_every_plan_recomputes():
                 assert opt >= (p.base_cost + cost[outside].min()) * (1 - 1e-12), (opt, p.base_cost)
     assert exhausted > 20  # the check is exercised (on these tiny graphs the cuts never prove more than the plain
     # test; on RLG4 @90 % they do: benchmarks/results/proofs_rlg_s29.md)
+
+
+def test_the_min_live_kernel_agrees_with_its_python_function():
+    from hybrid_remat.bounds.window_cuts import MinLive, min_live_kernel
+
+    rng = np.random.default_rng(11)
+    positive = 0
+    for p in _instances(40):
+        g = p.graph
+        n = g.n
+        live = MinLive(g, rng.random(n) < 0.2)
+        ideals = list(_ideals(g))
+        for _ in range(4):
+            base = ideals[int(rng.integers(len(ideals)))]
+            inside, outside = base & (rng.random(n) < 0.5), ~base & (rng.random(n) < 0.5)
+            if rng.random() < 0.2:
+                outside = rng.random(n) < 0.3  # some with no ideal between: -1
+            args = (*live._csr, live._cap, inside, outside)
+            got = min_live_kernel(*args)
+            assert got == min_live_kernel.py_func(*args)
+            positive += got > 0
+    assert positive > 30  # the flow runs and finds positive cuts on many of them
+
+
+def test_the_cut_search_on_rlg4_at_90_percent_is_exhausted():
+    pytest.importorskip("numba")
+    if not moccasin_graph("rlg_n1000").exists():
+        pytest.skip("the Moccasin graphs are not present")
+    from hybrid_remat.loaders import load_graph
+
+    p = Problem.single(load_graph(moccasin_graph("rlg_n1000")), "90%")
+    cost = np.asarray(p.cost_matrix[0])
+    free = cost < 16.0  # benchmarks/results/rlg_window_cuts.md: every plan >= base + 16
+    assert projected_search(p, range(740, 760), free, cuts=True).status == "none"
+    assert projected_search(p, range(740, 760), free).status == "found"  # the plain test proves nothing there
