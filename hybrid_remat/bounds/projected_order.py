@@ -138,6 +138,8 @@ def projected_search(problem, window, free=None, *, limits: Limits | None = None
     dw = tb.desc[np.asarray(W)]
     full = (1 << k) - 1
     live = MinLive(g, inZ) if cuts else None
+    preds = [np.asarray(tb.preds[t], dtype=np.int64) for t in W]  # I of move t: cl(A) + t's inputs, closed
+    spare = max((x.size for x in preds), default=0)
     seen = {0}
     stack = [(0, np.zeros(n, dtype=bool))]
     steps = 0
@@ -147,6 +149,7 @@ def projected_search(problem, window, free=None, *, limits: Limits | None = None
         forced = dw[rest].any(axis=0)  # F(A): not computed yet in any plan projecting on A
         read = np.zeros(n, dtype=bool)
         read[tb.src[forced[tb.dst]]] = True  # nodes with a reader in F(A)
+        floor = None  # the flow of m(cl(A), F(A)), augmented for each move t (window_cuts.Residual)
         for i in rest:
             A2 = A | (1 << i)
             if wanc[i] & A != wanc[i] or A2 in seen:
@@ -157,8 +160,11 @@ def projected_search(problem, window, free=None, *, limits: Limits | None = None
             held[t] = False
             if int(keep[held].sum()) + int(size[t]) + zin[i] > B:
                 continue
-            if live is not None and live(c, forced) + int(size[t]) + zin[i] > B:
-                continue
+            if live is not None:
+                if floor is None:
+                    floor = live.residual(cl, forced, spare)
+                if floor.exceeds(preds[i], B - int(size[t]) - zin[i]):
+                    continue
             if A2 == full:
                 return ProjectedSearch("found", len(seen))
             c[t] = True

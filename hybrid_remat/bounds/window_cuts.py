@@ -65,7 +65,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["MinLive", "min_live_kernel"]
+__all__ = ["MinLive", "Residual", "min_live_kernel", "residual_kernel", "extend_kernel"]
 
 _CAP = 1 << 60  # the finite capacities sum to at most this
 _INF = 1 << 62  # an infinite capacity: above every flow
@@ -73,14 +73,9 @@ _NONE = 1 << 126  # no ideal between I and O: no concrete state
 
 
 @njit(cache=True)
-def min_live_kernel(pred_ptr, pred_idx, succ_ptr, succ_idx, cap, inside, outside):
-    """The least ``sum cap[v]`` over ``v`` in ``S`` with a reader outside
-    ``S``, over the ideals ``S`` holding ``inside`` and disjoint from
-    ``outside`` (boolean arrays; ``cap`` int64, summing to at most
-    ``2**60``; CSR arrays of the DAG, node ids a topological order); ``-1``
-    when no such ideal exists.  The contracted network and Dinic's maximum
-    flow of the module docstring."""
-    n = cap.size
+def _closures(pred_ptr, pred_idx, succ_ptr, succ_idx, inside, outside):
+    """``I`` closed under inputs, ``O`` under readers; ``ok``: they do not meet."""
+    n = inside.size
     src = np.zeros(n, dtype=np.bool_)
     snk = np.zeros(n, dtype=np.bool_)
     for v in range(n - 1, -1, -1):  # close I under inputs (inputs have smaller ids)
@@ -94,25 +89,24 @@ def min_live_kernel(pred_ptr, pred_idx, succ_ptr, succ_idx, cap, inside, outside
             snk[v] = True
         if snk[v]:
             if src[v]:
-                return -1
+                return src, snk, False
             for k in range(succ_ptr[v], succ_ptr[v + 1]):
                 snk[succ_idx[k]] = True
+    return src, snk, True
+
+
+@njit(cache=True)
+def _network(pred_ptr, pred_idx, succ_ptr, succ_idx, cap, src, snk, spare):
+    """The contracted network of closed ``src``/``snk`` (room for ``spare`` more edges):
+    ``(head, nxt, res, first, m, ne, idx, fixed)``."""
+    n = cap.size
     idx = np.full(n, -1, dtype=np.int64)
     m = 2  # 0: the source (closed I), 1: the sink (closed O)
     for v in range(n):
         if not src[v] and not snk[v]:
             idx[v] = m
             m += 1
-    if m == 2:  # S is the closed I: its live memory
-        fixed = 0
-        for v in range(n):
-            if src[v] and cap[v] > 0:
-                for k in range(succ_ptr[v], succ_ptr[v + 1]):
-                    if snk[succ_idx[k]]:
-                        fixed += cap[v]
-                        break
-        return fixed
-    emax = 2 * (pred_idx.size + succ_idx.size + 2 * n) + 2
+    emax = 2 * (pred_idx.size + succ_idx.size + 2 * n) + 2 + 2 * spare
     head = np.empty(emax, dtype=np.int64)
     nxt = np.empty(emax, dtype=np.int64)
     res = np.empty(emax, dtype=np.int64)
@@ -161,11 +155,20 @@ def min_live_kernel(pred_ptr, pred_idx, succ_ptr, succ_idx, cap, inside, outside
                     head[ne] = b; nxt[ne] = first[a]; res[ne] = _INF; first[a] = ne  # noqa: E702
                     head[ne + 1] = a; nxt[ne + 1] = first[b]; res[ne + 1] = 0; first[b] = ne + 1  # noqa: E702
                     ne += 2
+    return head, nxt, res, first, m, ne, idx, fixed
+
+
+@njit(cache=True)
+def _dinic(head, nxt, res, first, m, fixed, limit):
+    """``fixed`` plus Dinic's maximum flow from node 0 to node 1 on the residual capacities ``res``
+    (updated in place); with ``limit >= 0`` it stops once the sum passes ``limit``."""
     level = np.empty(m, dtype=np.int64)
     it = np.empty(m, dtype=np.int64)
     queue = np.empty(m, dtype=np.int64)
     path = np.empty(m, dtype=np.int64)
     flow = 0
+    if 0 <= limit < fixed:
+        return fixed
     while True:  # Dinic: a BFS level graph, then blocking paths along it
         level[:] = -1
         level[0] = 0
@@ -215,7 +218,99 @@ def min_live_kernel(pred_ptr, pred_idx, succ_ptr, succ_idx, cap, inside, outside
                 res[path[j]] -= f
                 res[path[j] ^ 1] += f
             flow += f
+            if 0 <= limit < fixed + flow:
+                return fixed + flow
     return fixed + flow
+
+
+
+
+@njit(cache=True)
+def min_live_kernel(pred_ptr, pred_idx, succ_ptr, succ_idx, cap, inside, outside, limit):
+    """The least ``sum cap[v]`` over ``v`` in ``S`` with a reader outside
+    ``S``, over the ideals ``S`` holding ``inside`` and disjoint from
+    ``outside`` (boolean arrays; ``cap`` int64, summing to at most
+    ``2**60``; CSR arrays of the DAG, node ids a topological order); ``-1``
+    when no such ideal exists.  The contracted network and Dinic's maximum
+    flow of the module docstring.
+
+    With ``limit >= 0`` only the comparison with ``limit`` is exact: the
+    result is at most ``limit`` exactly when the minimum is (then it may be
+    the live memory of one ideal between, the closed ``I`` or the
+    complement of the closed ``O``: no flow runs), and above it exactly when
+    the minimum is (the flow stops once it passes ``limit``).  ``limit < 0``:
+    the exact minimum."""
+    src, snk, ok = _closures(pred_ptr, pred_idx, succ_ptr, succ_idx, inside, outside)
+    if not ok:
+        return -1
+    n = cap.size
+    if limit >= 0:  # two ideals between: the closed I and all but the closed O
+        lo_ideal = 0
+        hi_ideal = 0
+        for v in range(n):
+            if cap[v] > 0 and not snk[v]:
+                out_lo = False
+                out_hi = False
+                for k in range(succ_ptr[v], succ_ptr[v + 1]):
+                    w = succ_idx[k]
+                    if not src[w]:
+                        out_lo = True
+                    if snk[w]:
+                        out_hi = True
+                if src[v] and out_lo:
+                    lo_ideal += cap[v]
+                if out_hi:
+                    hi_ideal += cap[v]
+        if lo_ideal <= limit:
+            return lo_ideal
+        if hi_ideal <= limit:
+            return hi_ideal
+    head, nxt, res, first, m, ne, idx, fixed = _network(pred_ptr, pred_idx, succ_ptr, succ_idx, cap, src,
+                                                       snk, 0)
+    return _dinic(head, nxt, res, first, m, fixed, limit)
+
+
+@njit(cache=True)
+def residual_kernel(pred_ptr, pred_idx, succ_ptr, succ_idx, cap, inside, outside, spare):
+    """The maximum flow of ``min_live_kernel(..., -1)`` and its residual
+    network, kept for :func:`extend_kernel`: ``(value, head, nxt, res,
+    first, m, ne, idx, snk)`` (``value`` ``-1``: no ideal between)."""
+    src, snk, ok = _closures(pred_ptr, pred_idx, succ_ptr, succ_idx, inside, outside)
+    head, nxt, res, first, m, ne, idx, fixed = _network(pred_ptr, pred_idx, succ_ptr, succ_idx, cap, src, snk,
+                                                       spare if ok else 0)
+    if not ok:
+        return -1, head, nxt, res, first, m, ne, idx, snk
+    value = _dinic(head, nxt, res, first, m, fixed, -1)
+    return value, head, nxt, res, first, m, ne, idx, snk
+
+
+@njit(cache=True)
+def extend_kernel(head, nxt, res, first, m, ne, idx, snk, value, extra, limit):
+    """``min_live_kernel(..., inside + extra, outside, limit)`` from the
+    residual network of ``(inside, outside)`` (:func:`residual_kernel`,
+    left unchanged): an infinite edge from the source to each node of
+    ``extra`` that is neither side yet, and Dinic's augmenting paths on.
+    The flow of the residual network stays a flow of the larger one, and
+    an infinite edge from the source to ``u`` is ``u`` contracted into the
+    source side (its inputs follow by their infinite edges): the result
+    is the one of the module docstring, compared with ``limit >= 0`` the
+    same way.  A node of ``extra`` on the sink side: no ideal, ``-1``.
+    (Only the spare edge slots of ``head`` are written: the residual
+    network stays valid for the next call.)"""
+    top = ne + 2 * extra.size  # the edges in use after the additions
+    res = res[:top].copy()
+    nxt = nxt[:top].copy()
+    first = first[:m].copy()
+    for j in range(extra.size):
+        u = extra[j]
+        if snk[u]:
+            return -1
+        b = idx[u]
+        if b >= 0:
+            head[ne] = b; nxt[ne] = first[0]; res[ne] = _INF; first[0] = ne  # noqa: E702
+            head[ne + 1] = 0; nxt[ne + 1] = first[b]; res[ne + 1] = 0; first[b] = ne + 1  # noqa: E702
+            ne += 2
+    return _dinic(head, nxt, res, first, m, value, limit)
 
 
 class MinLive:
@@ -241,5 +336,43 @@ class MinLive:
 
     def __call__(self, inside, outside) -> int:
         r = int(min_live_kernel(*self._csr, self._cap, np.asarray(inside, dtype=np.bool_),
-                                np.asarray(outside, dtype=np.bool_)))
+                                np.asarray(outside, dtype=np.bool_), -1))
         return r * self.q if r >= 0 else _NONE
+
+    def exceeds(self, inside, outside, room) -> bool:
+        """``self(inside, outside) > room``, usually without the whole flow:
+        an ideal between whose live memory fits answers ``False`` at once,
+        and the flow stops as soon as it passes ``room``."""
+        if room < 0:
+            return True
+        limit = min(int(room) // self.q, _INF)
+        r = int(min_live_kernel(*self._csr, self._cap, np.asarray(inside, dtype=np.bool_),
+                                np.asarray(outside, dtype=np.bool_), limit))
+        return r < 0 or r > limit
+
+    def residual(self, inside, outside, spare: int) -> Residual:
+        """The maximum flow of ``(inside, outside)`` kept for moves that add
+        at most ``spare`` nodes to ``inside`` (:class:`Residual`)."""
+        out = residual_kernel(*self._csr, self._cap, np.asarray(inside, dtype=np.bool_),
+                              np.asarray(outside, dtype=np.bool_), int(spare))
+        return Residual(self.q, out)
+
+
+class Residual:
+    """``m(I, O)`` (``value``, a lower bound in bytes as :class:`MinLive`
+    returns) with its flow, from :meth:`MinLive.residual`; ``exceeds(extra,
+    room)`` is ``MinLive(...)(I + extra, O) > room`` by augmenting this flow
+    (:func:`extend_kernel`)."""
+
+    def __init__(self, q, out):
+        self.q = q
+        self._net = out[1:]
+        self._raw = int(out[0])
+        self.value = self._raw * q if self._raw >= 0 else _NONE
+
+    def exceeds(self, extra, room) -> bool:
+        if self._raw < 0 or room < 0 or self.value > room:
+            return True
+        limit = min(int(room) // self.q, _INF)
+        r = int(extend_kernel(*self._net, self._raw, np.asarray(extra, dtype=np.int64), limit))
+        return r < 0 or r > limit
