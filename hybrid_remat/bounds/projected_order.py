@@ -71,8 +71,9 @@ __all__ = ["ProjectedSearch", "Tables", "projected_search", "projected_recompute
 MAX_NODES = 1_500
 #: window sizes tried, in this order (RLG3 @80 % and RLG4 @80 %: exhausted with 20 consecutive nodes)
 WINDOWS = (20, 30, 40)
-#: window sizes searched with the minimum-cut test after the plain ones (RLG4 @90 %: 740-759 exhausted, ~8 s)
-CUT_WINDOWS: tuple = ()  # off in the registered bound until its slot fits a cut search (8-20 s a window at 1000 nodes)
+#: window sizes searched with the minimum-cut test after the first plain size (RLG4 @90 %: 730-749 exhausted up
+#: to level 16, 0.1-0.3 s a search at 1000 nodes with the residual flows of window_cuts; load ~3)
+CUT_WINDOWS: tuple = (20,)
 #: states each projected search may visit
 WINDOW_STATES = 3_000
 
