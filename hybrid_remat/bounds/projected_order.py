@@ -118,7 +118,10 @@ def projected_search(problem, window, free=None, *, limits: Limits | None = None
     that passes is checked again against the least live memory of any
     ideal between ``cl(A + t) - t`` and ``F(A)`` (a minimum cut,
     :mod:`.window_cuts`, whose docstring proves it a lower bound on every
-    concrete state's memory): a stronger test, ~10 ms a move at 1000 nodes.
+    concrete state's memory): a stronger test.  One maximum flow per state,
+    ``m(cl(A), F(A))`` (at most each move's ``m``: a first filter), kept as
+    a residual network and augmented for each move with infinite edges to
+    ``t``'s inputs (:class:`.window_cuts.Residual`): ~0.2 ms a state on RLG4.
     Honours ``limits``."""
     limits = limits or Limits()
     g = problem.graph
