@@ -190,8 +190,8 @@ def projected_recompute_level(problem, *, limits: Limits | None = None, windows=
     memory peaks first (RLG3 @80 %: the 6th of 49); after the first size,
     the same with the minimum-cut test (``cuts``) on windows of each size
     of ``cut_windows`` (RLG4 @90 %: only these prove anything), then the
-    other sizes.  Honours
-    ``limits``."""
+    other sizes; once a window is exhausted, each later phase tries the
+    windows nearest to the best one first.  Honours ``limits``."""
     limits = limits or Limits()
     t0 = now()
     g = problem.graph
@@ -216,7 +216,11 @@ def projected_recompute_level(problem, *, limits: Limits | None = None, windows=
         done.add((k, cuts))
         starts = np.arange(0, g.n - k + 1, max(1, k // 2))
         peak = np.array([ref[a:a + k].max() for a in starts.tolist()])
-        for a in starts[np.argsort(-peak, kind="stable")].tolist():  # the reference order's tightest first
+        order = np.argsort(-peak, kind="stable")  # the reference order's tightest first
+        if "window" in stats:  # after an exhausted window: its neighbours first (RLG3, RLG4 @80 %: the cut test's
+            a0, k0 = stats["window"][:2]  # best window is 10-20 nodes from the plain test's)
+            order = np.lexsort((-peak, np.abs(starts + k / 2 - (a0 + k0 / 2))))
+        for a in starts[order].tolist():
             if limits.expired():
                 stats["stopped"] = "limits"
                 break
