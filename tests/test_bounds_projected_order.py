@@ -110,6 +110,8 @@ def test_the_minimum_cut_is_the_least_live_memory_of_the_ideals_between():
                          for S in ideals if (S >= inside).all() and not (S & outside).any())
             got = live(inside, outside)
             assert got <= exact  # a lower bound at every scale
+            for room in (exact - 1, exact, int(rng.integers(0, exact + 2))):
+                assert live.exceeds(inside, outside, room) == (got > room)
             if live.q == 1:
                 assert got == exact
                 checked += 1
@@ -137,3 +139,78 @@ def test_an_exhausted_window_with_cuts_means_every_plan_recomputes():
                 assert opt >= (p.base_cost + cost[outside].min()) * (1 - 1e-12), (opt, p.base_cost)
     assert exhausted > 20  # the check is exercised (on these tiny graphs the cuts never prove more than the plain
     # test; on RLG4 @90 % they do: benchmarks/results/proofs_rlg_s29.md)
+
+
+def test_the_min_live_kernel_agrees_with_its_python_function():
+    from hybrid_remat.bounds.window_cuts import MinLive, min_live_kernel
+
+    rng = np.random.default_rng(11)
+    positive = 0
+    for p in _instances(40):
+        g = p.graph
+        n = g.n
+        live = MinLive(g, rng.random(n) < 0.2)
+        ideals = list(_ideals(g))
+        for _ in range(4):
+            base = ideals[int(rng.integers(len(ideals)))]
+            inside, outside = base & (rng.random(n) < 0.5), ~base & (rng.random(n) < 0.5)
+            if rng.random() < 0.2:
+                outside = rng.random(n) < 0.3  # some with no ideal between: -1
+            args = (*live._csr, live._cap, inside, outside)
+            got = min_live_kernel(*args, -1)
+            assert got == min_live_kernel.py_func(*args, -1)
+            positive += got > 0
+            for room in (0, got - 1, got, got + 1, int(rng.integers(0, 2 * abs(got) + 2))):
+                limit = max(room, 0)
+                early = min_live_kernel(*args, limit)
+                assert early == min_live_kernel.py_func(*args, limit)
+                assert (early > limit or early < 0) == (got > limit or got < 0)  # the same decision
+                assert live.exceeds(inside, outside, room) == (live(inside, outside) > room)
+    assert positive > 30  # the flow runs and finds positive cuts on many of them
+
+
+def test_the_cut_search_on_rlg4_at_90_percent_is_exhausted():
+    pytest.importorskip("numba")
+    if not moccasin_graph("rlg_n1000").exists():
+        pytest.skip("the Moccasin graphs are not present")
+    from hybrid_remat.loaders import load_graph
+
+    p = Problem.single(load_graph(moccasin_graph("rlg_n1000")), "90%")
+    cost = np.asarray(p.cost_matrix[0])
+    free = cost < 16.0  # benchmarks/results/rlg_window_cuts.md: every plan >= base + 16
+    assert projected_search(p, range(740, 760), free, cuts=True).status == "none"
+    assert projected_search(p, range(740, 760), free).status == "found"  # the plain test proves nothing there
+
+
+def test_the_augmented_residual_flow_is_the_minimum_cut_of_the_larger_inside():
+    from hybrid_remat.bounds.window_cuts import MinLive, extend_kernel, residual_kernel
+
+    rng = np.random.default_rng(13)
+    positive = 0
+    for p in _instances(40):
+        g = p.graph
+        n = g.n
+        live = MinLive(g, rng.random(n) < 0.2)
+        ideals = list(_ideals(g))
+        for _ in range(3):
+            base = ideals[int(rng.integers(len(ideals)))]
+            inside, outside = base & (rng.random(n) < 0.4), ~base & (rng.random(n) < 0.5)
+            extra = np.flatnonzero(rng.random(n) < 0.3).astype(np.int64)
+            res = live.residual(inside, outside, extra.size)
+            assert res.value == live(inside, outside)
+            out = residual_kernel(*live._csr, live._cap, inside, outside, extra.size)
+            ref = residual_kernel.py_func(*live._csr, live._cap, inside, outside, extra.size)
+            assert out[0] == ref[0]
+            bigger = inside.copy()
+            bigger[extra] = True
+            exact = live(bigger, outside)
+            positive += 0 < exact < 1 << 126
+            for room in (exact - 1, exact, exact + 1, int(rng.integers(0, 2 * min(exact, 10**18) + 2))):
+                if room >= 1 << 126:  # no ideal: exceeds every room a state can have
+                    continue
+                assert res.exceeds(extra, room) == (exact > room)
+                if out[0] >= 0 and room >= 0:
+                    limit = min(room // live.q, 1 << 62)
+                    assert extend_kernel(*out[1:], out[0], extra, limit) == \
+                        extend_kernel.py_func(*ref[1:], ref[0], extra, limit)
+    assert positive > 30

@@ -71,8 +71,9 @@ __all__ = ["ProjectedSearch", "Tables", "projected_search", "projected_recompute
 MAX_NODES = 1_500
 #: window sizes tried, in this order (RLG3 @80 % and RLG4 @80 %: exhausted with 20 consecutive nodes)
 WINDOWS = (20, 30, 40)
-#: window sizes searched with the minimum-cut test after the plain ones (RLG4 @90 %: 740-759 exhausted, ~8 s)
-CUT_WINDOWS: tuple = ()  # off in the registered bound until its slot fits a cut search (8-20 s a window at 1000 nodes)
+#: window sizes searched with the minimum-cut test after the first plain size (RLG4 @90 %: 730-749 exhausted up
+#: to level 16, 0.1-0.3 s a search at 1000 nodes with the residual flows of window_cuts; load ~3)
+CUT_WINDOWS: tuple = (20,)
 #: states each projected search may visit
 WINDOW_STATES = 3_000
 
@@ -117,7 +118,10 @@ def projected_search(problem, window, free=None, *, limits: Limits | None = None
     that passes is checked again against the least live memory of any
     ideal between ``cl(A + t) - t`` and ``F(A)`` (a minimum cut,
     :mod:`.window_cuts`, whose docstring proves it a lower bound on every
-    concrete state's memory): a stronger test, ~10 ms a move at 1000 nodes.
+    concrete state's memory): a stronger test.  One maximum flow per state,
+    ``m(cl(A), F(A))`` (at most each move's ``m``: a first filter), kept as
+    a residual network and augmented for each move with infinite edges to
+    ``t``'s inputs (:class:`.window_cuts.Residual`): ~0.2 ms a state on RLG4.
     Honours ``limits``."""
     limits = limits or Limits()
     g = problem.graph
@@ -138,6 +142,9 @@ def projected_search(problem, window, free=None, *, limits: Limits | None = None
     dw = tb.desc[np.asarray(W)]
     full = (1 << k) - 1
     live = MinLive(g, inZ) if cuts else None
+    preds = [np.asarray(tb.preds[t], dtype=np.int64) for t in W]  # I of move t: cl(A) + t's inputs, closed
+    spare = max((x.size for x in preds), default=0)
+    check = 4 if cuts else 32  # states between looks at the clock (a cut state costs up to ~1 ms at 1000 nodes)
     seen = {0}
     stack = [(0, np.zeros(n, dtype=bool))]
     steps = 0
@@ -147,6 +154,7 @@ def projected_search(problem, window, free=None, *, limits: Limits | None = None
         forced = dw[rest].any(axis=0)  # F(A): not computed yet in any plan projecting on A
         read = np.zeros(n, dtype=bool)
         read[tb.src[forced[tb.dst]]] = True  # nodes with a reader in F(A)
+        floor = None  # the flow of m(cl(A), F(A)), augmented for each move t (window_cuts.Residual)
         for i in rest:
             A2 = A | (1 << i)
             if wanc[i] & A != wanc[i] or A2 in seen:
@@ -157,15 +165,18 @@ def projected_search(problem, window, free=None, *, limits: Limits | None = None
             held[t] = False
             if int(keep[held].sum()) + int(size[t]) + zin[i] > B:
                 continue
-            if live is not None and live(c, forced) + int(size[t]) + zin[i] > B:
-                continue
+            if live is not None:
+                if floor is None:
+                    floor = live.residual(cl, forced, spare)
+                if floor.exceeds(preds[i], B - int(size[t]) - zin[i]):
+                    continue
             if A2 == full:
                 return ProjectedSearch("found", len(seen))
             c[t] = True
             seen.add(A2)
             stack.append((A2, c))
         steps += 1
-        if len(seen) > max_states or (steps % 32 == 0 and limits.expired()):
+        if len(seen) > max_states or (steps % check == 0 and limits.expired()):
             return ProjectedSearch("stopped", len(seen))
     return ProjectedSearch("none", len(seen))
 
@@ -180,8 +191,8 @@ def projected_recompute_level(problem, *, limits: Limits | None = None, windows=
     memory peaks first (RLG3 @80 %: the 6th of 49); after the first size,
     the same with the minimum-cut test (``cuts``) on windows of each size
     of ``cut_windows`` (RLG4 @90 %: only these prove anything), then the
-    other sizes.  Honours
-    ``limits``."""
+    other sizes; once a window is exhausted, each later phase tries the
+    windows nearest to the best one first.  Honours ``limits``."""
     limits = limits or Limits()
     t0 = now()
     g = problem.graph
@@ -206,7 +217,11 @@ def projected_recompute_level(problem, *, limits: Limits | None = None, windows=
         done.add((k, cuts))
         starts = np.arange(0, g.n - k + 1, max(1, k // 2))
         peak = np.array([ref[a:a + k].max() for a in starts.tolist()])
-        for a in starts[np.argsort(-peak, kind="stable")].tolist():  # the reference order's tightest first
+        order = np.argsort(-peak, kind="stable")  # the reference order's tightest first
+        if "window" in stats:  # after an exhausted window: its neighbours first (RLG3, RLG4 @80 %: the cut test's
+            a0, k0 = stats["window"][:2]  # best window is 10-20 nodes from the plain test's)
+            order = np.lexsort((-peak, np.abs(starts + k / 2 - (a0 + k0 / 2))))
+        for a in starts[order].tolist():
             if limits.expired():
                 stats["stopped"] = "limits"
                 break
