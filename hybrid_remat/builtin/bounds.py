@@ -16,6 +16,7 @@ def hybrid_remat_register_bounds():
     from ..bounds.cut import CutBoundSource
     from ..bounds.feasibility import FeasibilityBound
     from ..bounds.first_moment import FirstMomentBound
+    from ..bounds.frontier_chain import FrontierChainBound
     from ..bounds.frontier_cuts import FrontierCutsBound
     from ..bounds.multicut import MultiCutBoundSource
     from ..bounds.order_search import RecomputeBound
@@ -25,4 +26,4 @@ def hybrid_remat_register_bounds():
 
     return [CutBoundSource(), BlockBoundSource(), MultiCutBoundSource(), FeasibilityBound(),
             StateSearchBound(), PlacedCutsBound(), FrontierCutsBound(), RecomputeBound(),
-            FixedOrderBoundSource(), FirstMomentBound()]
+            FixedOrderBoundSource(), FirstMomentBound(), FrontierChainBound()]
