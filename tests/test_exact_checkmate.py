@@ -370,3 +370,20 @@ def test_a_model_predicted_too_large_is_still_attempted(monkeypatch):
     assert r.stats["phases"][0]["stage_size"] == f.max_stage_size and "attempted" in r.stats
     assert "scip_status" in r.stats  # built and solved
     assert r.plan is not None and simulate(p, r.plan).valid
+
+
+def test_estimate_size_counts_edges_into_each_stage_from_the_csr():
+    """The edge counts of :func:`estimate_size` (read from the predecessor
+    CSR) equal a direct count of the edges ``(u, v)`` with ``v`` before each
+    stage's end, on graphs of several families and stage sizes."""
+    from hybrid_remat.families import family_graph
+
+    for g in (random_layered(300, seed=4), family_graph("unet", 600, 0), family_graph("decoder_varied", 600, 1)):
+        dst = g.edges()[:, 1]
+        for size in (1, 3, 8):
+            starts = stage_starts(g.n, size)
+            est = estimate_size(g, starts)
+            edges_in = np.array([(dst < h).sum() for h in starts[1:]])
+            n_rs = np.concatenate([[0], np.cumsum(np.diff(g.succ_ptr) > 0)])[starts[:-1]]
+            assert est["vars"] == 2 * n_rs.sum() + edges_in.sum() + starts[1:].sum()
+            assert est["rows"] == 4 * edges_in.sum() + n_rs.sum() + starts[1:].sum()

@@ -65,12 +65,10 @@ def estimate_size(graph, starts, recompute_cap: int | None = None) -> dict:
     T = len(starts) - 1
     nonsink = (~_sinks(graph)).astype(np.int64)
     cum_ns = np.concatenate([[0], np.cumsum(nonsink)])
-    src, dst = graph.edges().T if graph.m else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    dst_sorted = np.sort(dst)
     lo = starts[:-1]
     hi = starts[1:]
     n_rs = cum_ns[lo]  # per stage recompute/S vars
-    edges_in = np.searchsorted(dst_sorted, hi, side="left")  # edges with v < hi
+    edges_in = np.asarray(graph.pred_ptr)[hi]  # edges with v < hi: the predecessor CSR counts them (linear)
     rec = 0 if recompute_cap == 1 else int(n_rs.sum())
     svars = int(n_rs.sum())
     fvars = int(edges_in.sum())
