@@ -301,3 +301,30 @@ def test_an_uncalibrated_formulation_constructs_where_it_says_so():
         view.value = 5.0
         s.done(a, Outcome("valid", 0.1))
     assert got["yes"][0] == "construct" and got["yes"][1] <= 0.4 * 100.0 and got["no"][0] == "long"
+
+
+def test_without_a_plan_the_quick_start_runs_whatever_its_prediction():
+    # a stale prediction (30 s) above the whole limit (10 s): before, the quick start was deferred, the later
+    # rounds never came under min_round, and a short run ended with no plan at all
+    table = {"quick": {"c": 30.0, "k": 0.0, "value": 0.5, "plans": 1.0},
+             "slower": {"c": 3.0, "k": 0.0, "value": 0.01, "plans": 0.1}}  # too rarely planned to be the quick start
+    s = Scheduler(tight(), table=table, heuristics=[H("slower"), H("quick")])
+    s.begin(deadline=10.0, slots=1, seed=0, min_round=5.0, margin=2.0)
+    view = View()
+    a = s.next(view, 0.0, 0)
+    assert (a.task.name, a.share) == ("quick", pytest.approx(10.0))   # the time left, not skipped
+    s.done(a, Outcome("no_plan", 6.0))
+    b = s.next(view, 6.0, 0)    # 'slower' (3 s > a quarter of 4 s) is deferred; with no plan its later round runs under min_round
+    assert b is not DONE and b.task.name == "slower" and b.task.note == "second round: "
+    assert b.share == pytest.approx(4.0 - 0.4)                   # a tenth kept back, not the 2 s margin
+    s.done(b, Outcome("valid", 1.0))
+    view.value = 5.0
+    assert s.next(view, 7.0, 0) is DONE
+
+
+def test_with_a_plan_the_quick_start_is_deferred_like_the_others():
+    table = {"quick": {"c": 30.0, "k": 0.0, "value": 0.5, "plans": 1.0}}
+    s = Scheduler(tight(), table=table, heuristics=[H("quick")])
+    s.begin(deadline=10.0, slots=1, seed=0, min_round=5.0, margin=2.0)
+    assert s.next(View(5.0), 0.0, 0) is DONE
+    assert any(name == "quick" and why.startswith("predicted") for name, why in s.skips)

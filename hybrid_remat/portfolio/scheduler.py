@@ -56,6 +56,11 @@ little (at most :data:`PLAN_WAIT_S`, or 5 % of the time left) for that plan, its
 heuristics, the block solver found nothing in 6 s where, warm, it found the best plan.  (The executors pass a task's
 plans on before its end, so a plan on its way is never mistaken for none.)
 
+Without a plan.  Until some plan is held, the quick start is neither deferred nor skipped for its prediction (it
+runs with the time left and honours its deadline: a stale or pessimistic prediction must not leave a short run with
+no plan at all), and the later rounds run whatever time is left, on one slot too (keeping back at most a tenth of
+it instead of ``margin``).
+
 Later rounds.  Once the first pass is handed out, a component whose latest run used its whole share (an improver or
 formulation, or a probe), or that was skipped or started cold for want of a plan (first, once a plan exists), runs
 again, with a new seed per run (``seed + 7919 * k``, ``k`` counting the later runs).  With one slot a round starts
@@ -246,6 +251,8 @@ class Scheduler:
         self.n = problem.graph.n
         self.table = TABLE if table is None else table
         self.skipped: list = []  # (kind, object, reason)
+        #: the quick start task (:meth:`_quick_start_first`), ``None`` when no heuristic qualifies
+        self.quick = None
         self._keep_all_fits = None
         heur = self._admit("heuristic", heuristics)
         bnds = self._admit("bound", bounds)
@@ -356,6 +363,7 @@ class Scheduler:
         quick = [t for t in quick if float((self.table.get(t.name) or {}).get("plans", -1)) >= QUICK_START_MIN_PLANS
                  ] or quick
         first = min(quick, key=lambda t: (t.predicted, t.index))
+        self.quick = first
         return [first] + [t for t in tasks if t is not first]
 
     @staticmethod
@@ -463,7 +471,9 @@ class Scheduler:
             if self._busy(t.obj):
                 pos += 1
                 continue
-            why = self._why_skip(t, view, left, have_plan) or self._defer(t, left)
+            rescue = not have_plan and t is self.quick   # *Without a plan* (module docstring)
+            why = (self._why_skip(t, view, math.inf, have_plan) if rescue
+                   else self._why_skip(t, view, left, have_plan) or self._defer(t, left))
             if why is not None:
                 del st.pending[pos]
                 self._skip(t, why, slot)
@@ -517,7 +527,7 @@ class Scheduler:
     def _later(self, view, now: float, left: float, have_plan: bool, slot: int):
         st = self.state
         one = st.slots == 1
-        if not one or left >= st.min_round:
+        if not one or left >= st.min_round or not have_plan:
             order = [x for x in st.later if x.needs_plan] if have_plan else []
             order += [x for x in st.later if not x.needs_plan]
             for x in order:
@@ -533,7 +543,8 @@ class Scheduler:
                     return self._later(view, now, left, have_plan, slot)
                 if one:
                     n_round = 1 + sum(y.round == x.round for y in st.later)
-                    share = max(0.0, left - st.margin) / n_round
+                    keep = st.margin if have_plan else min(st.margin, 0.1 * left)
+                    share = max(0.0, left - keep) / n_round
                 else:
                     share = min(left, left * st.slots / max(st.slots, len(st.later) + 1))
                 st.reruns += 1
