@@ -93,3 +93,4 @@ def test_returns_the_plan_when_nothing_to_gain():
 def test_registered_like_the_other_improvers():
     imp = plugins.improvers()["segment_resolve"]
     assert isinstance(imp, SegmentResolve) and "honours_limits" in imp.capabilities
+    assert imp.run_by_default is False  # runs when named (benchmarks/results/segment_resolve_s30.md)
