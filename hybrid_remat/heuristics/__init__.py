@@ -3,7 +3,7 @@ registered plugin object.
 
 :func:`builtin_heuristics` lists the single-device portfolio in order of
 cost (``rank``); :func:`builtin_improvers` the improver family
-(``drop_recomputations``, ``local_search``, ``lns``); :func:`warmup`
+(``drop_recomputations``, ``local_search``, ``lns``, ``segment_resolve``); :func:`warmup`
 compiles every kernel on tiny inputs (call it outside any user time limit).
 
 Nothing here imports :mod:`hybrid_remat.exact`; both build on
@@ -49,8 +49,9 @@ def builtin_heuristics() -> list:
 def builtin_improvers() -> list:
     """The improver family, cheapest first."""
     from .local_search import LNS, DropRecomputations, LocalSearch
+    from .segment_resolve import SegmentResolve
 
-    return [DropRecomputations(), LocalSearch(rank=10.0), LNS()]  # (the heuristic local_search ranks last: 50)
+    return [DropRecomputations(), LocalSearch(rank=10.0), LNS(), SegmentResolve()]  # (the heuristic local_search ranks last: 50)
 
 
 def warmup() -> None:
