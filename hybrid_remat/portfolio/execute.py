@@ -42,7 +42,7 @@ from ..limits import NO_LIMITS, Limits, now
 from .calls import formulation_scope
 from .ledger import SourceReport
 
-__all__ = ["execute", "Outcome", "LedgerView"]
+__all__ = ["execute", "Outcome", "LedgerView", "honours_limits"]
 
 
 @dataclass
@@ -214,3 +214,8 @@ def _formulation(task, problem, sink, shared, limits, seed, row) -> Outcome:
         # nothing: worth another try from the plan that the others have found meanwhile
         out.needs_incumbent = True
     return out
+
+
+def honours_limits(obj) -> bool:
+    """``obj`` declares that it returns within the limits it is given."""
+    return "honours_limits" in set(getattr(obj, "capabilities", ()))

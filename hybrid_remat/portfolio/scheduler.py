@@ -56,10 +56,9 @@ little (at most :data:`PLAN_WAIT_S`, or 5 % of the time left) for that plan, its
 heuristics, the block solver found nothing in 6 s where, warm, it found the best plan.  (The executors pass a task's
 plans on before its end, so a plan on its way is never mistaken for none.)
 
-Without a plan.  Until some plan is held, the quick start is neither deferred nor skipped for its prediction (it
-runs with the time left and honours its deadline: a stale or pessimistic prediction must not leave a short run with
-no plan at all), and the later rounds run whatever time is left, on one slot too (keeping back at most a tenth of
-it instead of ``margin``).
+Without a plan.  Until a plan is held, the quick start is neither deferred nor skipped for its prediction (it runs
+with the time left and honours its deadline: a stale prediction must not leave a short run with no plan), and later
+rounds run on one slot too whatever time is left, keeping back at most a tenth of it instead of ``margin``.
 
 Later rounds.  Once the first pass is handed out, a component whose latest run used its whole share (an improver or
 formulation, or a probe), or that was skipped or started cold for want of a plan (first, once a plan exists), runs
@@ -69,14 +68,10 @@ several slots later runs take the time left like the long phase does.  When noth
 *copies*, with other seeds, of a running improver that shares the incumbent (LNS: the copies pass what they find to
 each other), until a copy ends before its share does (more copies would only spin).
 
-Time shares (of the time left when a task starts):
-
-* ``construct``: :data:`CONSTRUCT_SHARE`, or twice the prediction when that
-  is more (:data:`PROBE_SHARE` for a component without figures);
-* ``polish``: :data:`POLISH_SHARE` each;
-* ``long``: the time left split equally among the long tasks not yet
-  started (with ``W`` slots: ``W`` of them run at once);
-* reductions: their own ``share`` of the time left.
+Time shares (of the time left when a task starts): ``construct``: :data:`CONSTRUCT_SHARE`, or twice the
+prediction when that is more (:data:`PROBE_SHARE` for a component without figures); ``polish``:
+:data:`POLISH_SHARE` each; ``long``: the time left split equally among the long tasks not yet started (with ``W``
+slots: ``W`` of them run at once); reductions: their own ``share`` of the time left.
 
 Examples
 --------
@@ -108,7 +103,7 @@ from dataclasses import dataclass, field, replace
 
 from ..interfaces import accepts
 from .calibration_table import TABLE
-from .execute import Outcome
+from .execute import Outcome, honours_limits
 
 __all__ = ["Scheduler", "Task", "Assignment", "WAIT", "DONE", "CONSTRUCT_SHARE", "POLISH_SHARE", "PROBE_SHARE",
            "PLAN_WAIT_S", "honours_limits"]
@@ -130,11 +125,6 @@ DEFERRED = "deferred to a later round:"
 PLAN_WAIT_S = 1.0
 #: seeds of later runs: ``seed + SEED_STEP * k``
 SEED_STEP = 7919
-
-
-def honours_limits(obj) -> bool:
-    """``obj`` declares that it returns within the limits it is given."""
-    return "honours_limits" in set(getattr(obj, "capabilities", ()))
 
 
 class _Mark:
