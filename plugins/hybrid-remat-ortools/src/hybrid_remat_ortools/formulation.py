@@ -71,7 +71,6 @@ import threading
 import time
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from hybrid_remat.budgets import keep_all_peak
 from hybrid_remat.errors import HybridRematError, SolverError
@@ -206,6 +205,8 @@ class _Model:
         b = g.bytes.astype(np.int64)
         unit = int(np.gcd.reduce(b[b > 0])) if (b > 0).any() else 1
         self.mem_unit = unit
+        from ._cpsat import cp_model  # imported on the first model (module docstring of _cpsat)
+
         m = cp_model.CpModel()
         self.m = m
         self.a: dict[tuple[int, int], object] = {}
@@ -333,76 +334,6 @@ class _Model:
         return Plan.single_device(ops, nodes, self.problem.primary.name, {"solver": SOURCE})
 
 
-class _Stream(cp_model.CpSolverSolutionCallback):
-    """Decodes, simulates and reports every improving solution."""
-
-    def __init__(self, model: _Model, on_incumbent, t0: float):
-        super().__init__()
-        self.model, self.on_incumbent, self.t0 = model, on_incumbent, t0
-        self.best_plan, self.best_time, self.n_solutions, self.n_invalid = None, math.inf, 0, 0
-        self.history: list[tuple[float, float]] = []
-
-    def on_solution_callback(self) -> None:
-        self.n_solutions += 1
-        plan = self.model.decode(self.value)
-        r = simulate(self.model.problem, plan)
-        if not r.valid:
-            self.n_invalid += 1
-            return
-        if self.best_plan is None or r.total_time < self.best_time - 1e-12 * max(1.0, abs(self.best_time)):
-            self.best_plan, self.best_time = plan, r.total_time
-            self.history.append((time.perf_counter() - self.t0, r.total_time))
-            if self.on_incumbent is not None:
-                self.on_incumbent(plan, SOURCE)
-
-
-class _FirstFit(cp_model.CpSolverSolutionCallback):
-    """Phase 1: stop at the first solution whose decoded plan fits the budget."""
-
-    def __init__(self, model: _Model, stop: threading.Event | None):
-        super().__init__()
-        self.model, self.plan = model, None
-        self.n_solutions = 0
-
-    def on_solution_callback(self) -> None:
-        self.n_solutions += 1
-        if self.objective_value > self.model.budget_units:
-            return
-        plan = self.model.decode(self.value)
-        if simulate(self.model.problem, plan).valid:
-            self.plan = plan
-            self.stop_search()
-
-
-def _set_workers(prm, threads: int, interleave: int) -> None:
-    """``threads`` CP-SAT workers; with one thread and ``interleave > 1``,
-    that many subsolvers (LNS among them) interleaved deterministically in
-    the one thread."""
-    threads = max(1, int(threads))
-    if threads == 1 and interleave > 1:
-        prm.num_workers = int(interleave)
-        prm.interleave_search = True
-    else:
-        prm.num_workers = threads
-
-
-def _new_solver(threads: int, interleave: int, seed: int, seconds: float, presolve: bool, node_limit) -> cp_model.CpSolver:
-    """A CP-SAT solver that leaves SIGINT to Python (``catch_sigint_signal``
-    off: CP-SAT's own handler swallows Ctrl-C and leaves ``SIG_DFL`` behind)."""
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    _set_workers(prm, threads, interleave)
-    prm.random_seed = int(seed)
-    if math.isfinite(seconds):
-        prm.max_time_in_seconds = max(0.05, float(seconds))
-    prm.cp_model_presolve = bool(presolve)
-    if node_limit is not None:
-        prm.max_number_of_conflicts = int(node_limit)
-    prm.log_search_progress = False
-    prm.catch_sigint_signal = False
-    return solver
-
-
 _POLL_S = 0.05  # how often the waiting thread looks at ``stop`` (and lets signal handlers run)
 
 
@@ -442,12 +373,6 @@ def _solve_watched(solver, model, callback, stop: threading.Event | None):
     if "error" in out:
         raise out["error"]
     return out["status"]
-
-
-_STATUS = {
-    cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE",
-    cp_model.MODEL_INVALID: "MODEL_INVALID", cp_model.UNKNOWN: "UNKNOWN",
-}
 
 
 class CpSatRemat(Formulation):
@@ -515,6 +440,7 @@ class CpSatRemat(Formulation):
         seed.  ``incumbent`` (a valid plan) fixes the topological order and
         is given as a complete hint.
         """
+        from . import _cpsat  # OR-Tools itself: imported on the first solve
         t0 = time.perf_counter()
         lim = self.limits_of(limits)
         stop, node_limit, threads = lim.stop, lim.nodes, self.threads
@@ -536,7 +462,7 @@ class CpSatRemat(Formulation):
         if order is None:
             order = np.arange(g.n, dtype=np.int64)
         phase1 = {}
-        stream = _Stream(None, on_incumbent, t0)
+        stream = _cpsat.Stream(None, on_incumbent, t0, SOURCE)
         stream.phase1 = phase1
         complete = hint_plan is not None and plan_to_intervals(hint_plan, g, order, self.max_computations)[2]
         try:
@@ -556,11 +482,11 @@ class CpSatRemat(Formulation):
             hint = f"phase1 ({hint})" if phase1.get("found") else hint
         if lim.expired():
             return self._result(problem, stream, "UNKNOWN", math.nan, base, build_s, 0.0, hint, order, stopped=True)
-        solver = _new_solver(threads, self.interleave, seed, lim.left(), self._presolve(problem), node_limit)
+        solver = _cpsat.new_solver(threads, self.interleave, seed, lim.left(), self._presolve(problem), node_limit)
         status = _solve_watched(solver, model.m, stream, stop)
         solve_s = time.perf_counter() - t0 - build_s
-        model_status = _STATUS.get(status, str(status))
-        bound = solver.best_objective_bound if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else math.nan
+        model_status = _cpsat.STATUS.get(status, str(status))
+        bound = solver.best_objective_bound if status in (_cpsat.cp_model.OPTIMAL, _cpsat.cp_model.FEASIBLE) else math.nan
         return self._result(problem, stream, model_status, bound, base, build_s, solve_s, hint, order,
                             stopped=bool(stop is not None and stop.is_set()), model=model)
 
@@ -571,14 +497,16 @@ class CpSatRemat(Formulation):
         """Moccasin's two-phase idea: minimise the memory capacity from the
         keep-all hint down to the budget; the first plan that fits is the
         hint of the real solve."""
+        from . import _cpsat
+
         t = time.perf_counter()
         m1 = _Model(problem, order, self.max_computations, soft_capacity=True, limits=lim)
         m1.add_hint(plan_from_order(problem.graph, order, problem.primary.name))  # keep-all in `order`
         m1.m.add_hint(m1.cap, m1.cap_top)
-        solver = _new_solver(threads, 1, seed, lim.left(), self._presolve(problem), lim.nodes)
-        cb = _FirstFit(m1, lim.stop)
+        solver = _cpsat.new_solver(threads, 1, seed, lim.left(), self._presolve(problem), lim.nodes)
+        cb = _cpsat.FirstFit(m1, lim.stop)
         status = _solve_watched(solver, m1.m, cb, lim.stop)
-        info.update(found=cb.plan is not None, seconds=time.perf_counter() - t, status=_STATUS.get(status, str(status)),
+        info.update(found=cb.plan is not None, seconds=time.perf_counter() - t, status=_cpsat.STATUS.get(status, str(status)),
                     n_solutions=cb.n_solutions)
         return cb.plan
 
