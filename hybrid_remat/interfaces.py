@@ -40,7 +40,7 @@ import numpy as np
 
 __all__ = [
     "Heuristic", "Bound", "BoundResult", "Improver", "Formulation", "FormulationResult", "CostModel", "Loader",
-    "accepts", "is_chain", "CAPABILITIES", "ALL_PLANS", "objectives_of",
+    "accepts", "is_chain", "CAPABILITIES", "ALL_PLANS", "SERIAL_BOUND_CAPABILITIES", "objectives_of",
 ]
 
 #: the capability vocabulary (name -> meaning); :func:`accepts` reads every entry
@@ -63,6 +63,10 @@ CAPABILITIES = {
 
 #: the scope of a bound that holds for every plan of the problem
 ALL_PLANS = "all plans"
+
+#: what the built-in bounds of serial time on one device declare (the cut bound and its relatives)
+SERIAL_BOUND_CAPABILITIES = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
+                                       "deterministic"})
 
 
 def objectives_of(obj) -> frozenset:

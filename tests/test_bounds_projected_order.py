@@ -141,31 +141,39 @@ def test_an_exhausted_window_with_cuts_means_every_plan_recomputes():
     # test; on RLG4 @90 % they do: benchmarks/results/proofs_rlg_s29.md)
 
 
-def test_the_min_live_kernel_agrees_with_its_python_function():
-    from hybrid_remat.bounds.window_cuts import MinLive, min_live_kernel
+def _cut_queries(seed, *, per_graph, inside_share):
+    """``(rng, n, live, inside, outside)``: minimum-cut queries between a random part of an ideal (inside) and
+    of its complement (outside) on the small instances, the rng left for the test's own draws."""
+    from hybrid_remat.bounds.window_cuts import MinLive
 
-    rng = np.random.default_rng(11)
-    positive = 0
+    rng = np.random.default_rng(seed)
     for p in _instances(40):
         g = p.graph
         n = g.n
         live = MinLive(g, rng.random(n) < 0.2)
         ideals = list(_ideals(g))
-        for _ in range(4):
+        for _ in range(per_graph):
             base = ideals[int(rng.integers(len(ideals)))]
-            inside, outside = base & (rng.random(n) < 0.5), ~base & (rng.random(n) < 0.5)
-            if rng.random() < 0.2:
-                outside = rng.random(n) < 0.3  # some with no ideal between: -1
-            args = (*live._csr, live._cap, inside, outside)
-            got = min_live_kernel(*args, -1)
-            assert got == min_live_kernel.py_func(*args, -1)
-            positive += got > 0
-            for room in (0, got - 1, got, got + 1, int(rng.integers(0, 2 * abs(got) + 2))):
-                limit = max(room, 0)
-                early = min_live_kernel(*args, limit)
-                assert early == min_live_kernel.py_func(*args, limit)
-                assert (early > limit or early < 0) == (got > limit or got < 0)  # the same decision
-                assert live.exceeds(inside, outside, room) == (live(inside, outside) > room)
+            yield rng, n, live, base & (rng.random(n) < inside_share), ~base & (rng.random(n) < 0.5)
+
+
+def test_the_min_live_kernel_agrees_with_its_python_function():
+    from hybrid_remat.bounds.window_cuts import min_live_kernel
+
+    positive = 0
+    for rng, n, live, inside, outside in _cut_queries(11, per_graph=4, inside_share=0.5):
+        if rng.random() < 0.2:
+            outside = rng.random(n) < 0.3  # some with no ideal between: -1
+        args = (*live._csr, live._cap, inside, outside)
+        got = min_live_kernel(*args, -1)
+        assert got == min_live_kernel.py_func(*args, -1)
+        positive += got > 0
+        for room in (0, got - 1, got, got + 1, int(rng.integers(0, 2 * abs(got) + 2))):
+            limit = max(room, 0)
+            early = min_live_kernel(*args, limit)
+            assert early == min_live_kernel.py_func(*args, limit)
+            assert (early > limit or early < 0) == (got > limit or got < 0)  # the same decision
+            assert live.exceeds(inside, outside, room) == (live(inside, outside) > room)
     assert positive > 30  # the flow runs and finds positive cuts on many of them
 
 
@@ -183,34 +191,26 @@ def test_the_cut_search_on_rlg4_at_90_percent_is_exhausted():
 
 
 def test_the_augmented_residual_flow_is_the_minimum_cut_of_the_larger_inside():
-    from hybrid_remat.bounds.window_cuts import MinLive, extend_kernel, residual_kernel
+    from hybrid_remat.bounds.window_cuts import extend_kernel, residual_kernel
 
-    rng = np.random.default_rng(13)
     positive = 0
-    for p in _instances(40):
-        g = p.graph
-        n = g.n
-        live = MinLive(g, rng.random(n) < 0.2)
-        ideals = list(_ideals(g))
-        for _ in range(3):
-            base = ideals[int(rng.integers(len(ideals)))]
-            inside, outside = base & (rng.random(n) < 0.4), ~base & (rng.random(n) < 0.5)
-            extra = np.flatnonzero(rng.random(n) < 0.3).astype(np.int64)
-            res = live.residual(inside, outside, extra.size)
-            assert res.value == live(inside, outside)
-            out = residual_kernel(*live._csr, live._cap, inside, outside, extra.size)
-            ref = residual_kernel.py_func(*live._csr, live._cap, inside, outside, extra.size)
-            assert out[0] == ref[0]
-            bigger = inside.copy()
-            bigger[extra] = True
-            exact = live(bigger, outside)
-            positive += 0 < exact < 1 << 126
-            for room in (exact - 1, exact, exact + 1, int(rng.integers(0, 2 * min(exact, 10**18) + 2))):
-                if room >= 1 << 126:  # no ideal: exceeds every room a state can have
-                    continue
-                assert res.exceeds(extra, room) == (exact > room)
-                if out[0] >= 0 and room >= 0:
-                    limit = min(room // live.q, 1 << 62)
-                    assert extend_kernel(*out[1:], out[0], extra, limit) == \
-                        extend_kernel.py_func(*ref[1:], ref[0], extra, limit)
+    for rng, n, live, inside, outside in _cut_queries(13, per_graph=3, inside_share=0.4):
+        extra = np.flatnonzero(rng.random(n) < 0.3).astype(np.int64)
+        res = live.residual(inside, outside, extra.size)
+        assert res.value == live(inside, outside)
+        out = residual_kernel(*live._csr, live._cap, inside, outside, extra.size)
+        ref = residual_kernel.py_func(*live._csr, live._cap, inside, outside, extra.size)
+        assert out[0] == ref[0]
+        bigger = inside.copy()
+        bigger[extra] = True
+        exact = live(bigger, outside)
+        positive += 0 < exact < 1 << 126
+        for room in (exact - 1, exact, exact + 1, int(rng.integers(0, 2 * min(exact, 10**18) + 2))):
+            if room >= 1 << 126:  # no ideal: exceeds every room a state can have
+                continue
+            assert res.exceeds(extra, room) == (exact > room)
+            if out[0] >= 0 and room >= 0:
+                limit = min(room // live.q, 1 << 62)
+                assert extend_kernel(*out[1:], out[0], extra, limit) == \
+                    extend_kernel.py_func(*ref[1:], ref[0], extra, limit)
     assert positive > 30

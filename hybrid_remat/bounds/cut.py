@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from ..interfaces import ALL_PLANS, Bound, BoundResult
+from ..interfaces import ALL_PLANS, SERIAL_BOUND_CAPABILITIES, Bound, BoundResult
 from ..limits import Limits
 from .cut_models import _closure_bound, _closure_lp_bound, _cover_exact, _cover_lp  # noqa: F401
 
@@ -510,8 +510,7 @@ class CutBoundSource(Bound):
     version = "3"
     #: seconds the registered bound takes at most (issue 20: under 3 s at 100k nodes)
     max_seconds = 2.5
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
-                              "deterministic"})
+    capabilities = SERIAL_BOUND_CAPABILITIES
     rank = 5.0
     bound_scope = ALL_PLANS
 

@@ -81,7 +81,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..interfaces import ALL_PLANS, Bound, BoundResult
+from ..interfaces import ALL_PLANS, SERIAL_BOUND_CAPABILITIES, Bound, BoundResult
 from ..limits import Limits, now
 
 __all__ = ["FirstMomentBound", "FirstMomentResult", "first_moment_lower_bound", "first_moment_extra",
@@ -237,8 +237,7 @@ class FirstMomentBound(Bound):
 
     name = "first_moment_bound"
     version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
-                              "deterministic"})
+    capabilities = SERIAL_BOUND_CAPABILITIES
     rank = 6.6
     bound_scope = ALL_PLANS
 

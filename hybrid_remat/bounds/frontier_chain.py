@@ -120,7 +120,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..interfaces import ALL_PLANS, Bound, BoundResult
+from ..interfaces import ALL_PLANS, SERIAL_BOUND_CAPABILITIES, Bound, BoundResult
 from ..limits import Limits, now
 from .cut import reach, serial_single_device
 from .multicut import _certified_lp, _milp, _screen, cut_chain
@@ -425,8 +425,7 @@ class FrontierChainBound(Bound):
 
     name = "frontier_chain_bound"
     version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
-                              "deterministic"})
+    capabilities = SERIAL_BOUND_CAPABILITIES
     rank = 6.5
     bound_scope = ALL_PLANS
 

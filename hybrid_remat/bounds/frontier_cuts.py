@@ -75,7 +75,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..interfaces import ALL_PLANS, Bound, BoundResult
+from ..interfaces import ALL_PLANS, SERIAL_BOUND_CAPABILITIES, Bound, BoundResult
 from ..limits import Limits, now
 
 __all__ = ["FrontierCutsBound", "FrontierCutsResult", "frontier_cuts_lower_bound", "MAX_NODES"]
@@ -223,8 +223,7 @@ class FrontierCutsBound(Bound):
 
     name = "frontier_cuts_bound"
     version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
-                              "deterministic"})
+    capabilities = SERIAL_BOUND_CAPABILITIES
     rank = 6.6
     bound_scope = ALL_PLANS
 

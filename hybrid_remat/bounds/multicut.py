@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..interfaces import ALL_PLANS, Bound, BoundResult
+from ..interfaces import ALL_PLANS, SERIAL_BOUND_CAPABILITIES, Bound, BoundResult
 from ..limits import Limits, now
 from .cut import _cut_lp_kernel, _reference_memory, cut_items, reach, serial_single_device
 
@@ -442,8 +442,7 @@ class MultiCutBoundSource(Bound):
 
     name = "multicut_bound"
     version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
-                              "deterministic"})
+    capabilities = SERIAL_BOUND_CAPABILITIES
     rank = 6.0
     bound_scope = ALL_PLANS
 

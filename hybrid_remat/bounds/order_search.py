@@ -73,7 +73,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..interfaces import ALL_PLANS, Bound, BoundResult
+from ..interfaces import ALL_PLANS, SERIAL_BOUND_CAPABILITIES, Bound, BoundResult
 from ..limits import Limits, now
 
 __all__ = ["OrderSearch", "search_orders", "recompute_lower_bound", "RecomputeBound", "MAX_NODES", "PLAN_STATES"]
@@ -259,8 +259,7 @@ class RecomputeBound(Bound):
 
     name = "recompute_bound"
     version = "2"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
-                              "deterministic"})
+    capabilities = SERIAL_BOUND_CAPABILITIES
     rank = 6.5
     bound_scope = ALL_PLANS
 

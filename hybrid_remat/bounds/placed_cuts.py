@@ -88,7 +88,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..interfaces import ALL_PLANS, Bound, BoundResult
+from ..interfaces import ALL_PLANS, SERIAL_BOUND_CAPABILITIES, Bound, BoundResult
 from ..limits import Limits, now
 
 __all__ = ["PlacedCutsBound", "PlacedCutsResult", "placed_cuts_lower_bound", "MAX_NODES"]
@@ -304,8 +304,7 @@ class PlacedCutsBound(Bound):
 
     name = "placed_cuts_bound"
     version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
-                              "deterministic"})
+    capabilities = SERIAL_BOUND_CAPABILITIES
     rank = 6.5
     bound_scope = ALL_PLANS
 

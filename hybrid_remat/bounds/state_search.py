@@ -73,7 +73,7 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from ..interfaces import ALL_PLANS, Bound, BoundResult
+from ..interfaces import ALL_PLANS, SERIAL_BOUND_CAPABILITIES, Bound, BoundResult
 from ..limits import Limits, now
 
 __all__ = ["StateSearchResult", "state_search_bound", "StateSearchBound", "MAX_NODES", "DEFAULT_MAX_STATES"]
@@ -240,8 +240,7 @@ class StateSearchBound(Bound):
 
     name = "state_search_bound"
     version = "1"
-    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "serial", "honours_limits",
-                              "deterministic"})
+    capabilities = SERIAL_BOUND_CAPABILITIES
     rank = 7.0
     bound_scope = ALL_PLANS
 
