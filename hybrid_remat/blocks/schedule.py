@@ -33,7 +33,7 @@ __all__ = ["keep_sequence", "sequence_plan", "keep_sequence_kernel", "KeepSetPla
 
 
 #: how many times a round shrinks the capacity further while the choice repeats a keep set known to be over
-MAX_REPEATS = 32
+MAX_REPEATS = 16
 
 #: the minimal-memory plan of a compute sequence (one kernel for the whole library: core/sequence.py)
 sequence_plan = minimal_plan
@@ -51,13 +51,14 @@ def capacity_rounds(problem, planner: KeepSetPlanner, base: int, choose, least, 
     (``note(sim, info)`` adds to it).
 
     A choice whose keep set an earlier round simulated over the budget is
-    not simulated again: the capacity shrinks by twice the last step until
-    the choice changes (at most :data:`MAX_REPEATS` times per round).  A
-    shrink by the overshoot alone may leave the choice as it was (a chain
-    DP's bucket is wider than the overshoot; few measured options): at 30 %
-    of keep-all on the 2k-node decoder whose layers all differ, the segment
-    chain simulated one over-budget keep set in 4 of its 8 rounds (peaks
-    4655774208 B three times in a row, budget 4655181543 B)."""
+    not simulated again: the capacity shrinks by twice the last step (at
+    least 1/4096 of the capacity, half a chain-DP bucket) until the choice
+    changes, at most :data:`MAX_REPEATS` times per round.  A shrink by the
+    overshoot alone may leave the choice as it was (a chain DP's bucket is
+    wider than the overshoot; few measured options): at 30 % of keep-all on
+    the 2k-node decoder whose layers all differ, rounds 5-7 of the segment
+    chain's 8 gave one peak, 4655774208 B, 0.6 MB over the budget (shrinks
+    of 4.8, 0.6 and 0.6 MB)."""
     import math
 
     from ..simulate import simulate
@@ -76,7 +77,7 @@ def capacity_rounds(problem, planner: KeepSetPlanner, base: int, choose, least, 
         for _ in range(MAX_REPEATS):
             if got is None or np.packbits(got[0]).tobytes() not in over or capacity <= 0 or limits.expired():
                 break
-            step *= 2.0                 # the same keep set again: shrink further, without a simulation
+            step = max(2.0 * step, capacity / 4096)   # the same keep set again: shrink further, unsimulated
             capacity -= step
             got = choose(capacity) if capacity > 0 else None
         if got is None:
