@@ -151,11 +151,12 @@ def _groups(graph, part, hub: int = HUB_STAGES, join: int = JOIN_STAGES):
     return out
 
 
-def grouped_model(problem, chain, part, limits: Limits | None = None):
+def grouped_model(problem, chain, part, limits: Limits | None = None, aggregate: bool = True):
     """The aggregated LP of the module docstring as ``(c, A, b, lb, ub,
     cost scale, classes)`` (rows ``A z <= b``, costs divided by the scale;
     ``classes``: how many classes of identical groups), or ``None`` when the
-    deadline passes while building."""
+    deadline passes while building.  ``aggregate=False``: every group a
+    class of its own (the relaxed LP itself, same value; for tests)."""
     limits = limits or Limits()
     g = problem.graph
     cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
@@ -185,7 +186,7 @@ def grouped_model(problem, chain, part, limits: Limits | None = None):
             continue                    # no ancestor of any cut: no variable
         eu, ev = e_u[e_ptr[q]:e_ptr[q + 1]], e_v[e_ptr[q]:e_ptr[q + 1]]
         key = b"|".join((np.int64(nodes.size).tobytes(), size[nodes].tobytes(), cost[nodes].tobytes(),
-                         r.tobytes(), eu.tobytes(), ev.tobytes()))
+                         r.tobytes(), eu.tobytes(), ev.tobytes())) + (b"" if aggregate else np.int64(q).tobytes())
         if key in classes:
             classes[key][1] += 1
         else:
@@ -356,6 +357,8 @@ def _solve(problem, chain, part, limits, stats):
     row = {"cuts": len(chain), "classes": n_classes, "vars": int(c.size), "rows": int(A.shape[0]),
            "build_s": now() - t0}
     stats["chains"].append(row)
+    if c.size == 0:             # no ancestor of any cut: nothing to recompute (an infeasible row: left alone)
+        return 0.0 if (b >= 0).all() else None
     val = _certified_lp(c, A, b, lb, ub, limits) if not limits.expired() else None
     row["seconds"] = now() - t0
     if val is None:
