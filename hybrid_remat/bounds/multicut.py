@@ -326,7 +326,7 @@ class MultiCutBoundSource(Bound):
         5 s at 100k nodes at load 9 on that machine (the model's size does not grow with the repeats)."""
         g = problem.graph
         if g.n > MAX_NODES:
-            return min(5.0, 2.0 + 1e-5 * (g.n + g.m))
+            return min(4.0, 1.5 + 1e-5 * (g.n + g.m))
         return min(3.0, 0.5 + 4e-4 * (g.n + g.m))
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:

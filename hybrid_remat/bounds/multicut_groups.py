@@ -64,6 +64,13 @@ from .cut_chains import MultiCutBound, SparseRows, _certified_lp, cut_chain, spr
 
 __all__ = ["grouped_multicut_lower_bound", "grouped_model", "node_roles", "HUB_STAGES", "JOIN_STAGES", "sampled_screen"]
 
+#: the grouped model (chosen chains) up to this many variables: the 12-cut U-Net model has 20k at any size;
+#: where few groups are alike (random layered, varied decoders: 130k at 10k nodes) the LP outlasts its share
+MAX_GROUPED_VARS = 60_000
+#: seconds per variable to build and solve the grouped model (2.9 s for 20k on the shared 2-core machine at load 9)
+SECONDS_PER_VAR = 1.5e-4
+#: a chain shortened for size keeps at least this many cuts (fewer add little to the cut bound)
+MIN_CUTS = 4
 #: cuts screened to choose the chain (the cut screen's knapsack LP, linear in the graph each)
 SCREEN_SAMPLES = 256
 #: at most this many stages joined into one group (a zigzag of skips would join a whole run)
@@ -151,12 +158,15 @@ def _groups(graph, part, hub: int = HUB_STAGES, join: int = JOIN_STAGES):
     return out
 
 
-def grouped_model(problem, chain, part, limits: Limits | None = None, aggregate: bool = True):
+def grouped_model(problem, chain, part, limits: Limits | None = None, aggregate: bool = True,
+                  max_vars: int | None = None):
     """The aggregated LP of the module docstring as ``(c, A, b, lb, ub,
     cost scale, classes)`` (rows ``A z <= b``, costs divided by the scale;
     ``classes``: how many classes of identical groups), or ``None`` when the
     deadline passes while building.  ``aggregate=False``: every group a
-    class of its own (the relaxed LP itself, same value; for tests)."""
+    class of its own (the relaxed LP itself, same value; for tests).  With
+    ``max_vars``, a model of more variables is not built: the number of its
+    variables (an ``int``) is returned instead."""
     limits = limits or Limits()
     g = problem.graph
     cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
@@ -193,6 +203,10 @@ def grouped_model(problem, chain, part, limits: Limits | None = None, aggregate:
             classes[key] = [q, 1]
     if limits.expired():
         return None
+    if max_vars is not None:
+        nv = 2 * sum(int((roles[groups[q]] > 0).sum()) for q, _ in classes.values())
+        if nv > max_vars:
+            return nv
     # variables: x[v, i], z[v, i] for the classes' representatives, v in A_i
     reps = [(groups[q], m, e_u[e_ptr[q]:e_ptr[q + 1]], e_v[e_ptr[q]:e_ptr[q + 1]]) for q, m in classes.values()]
     cscale = float(cost.max()) if cost.size and cost.max() > 0 else 1.0
@@ -282,7 +296,7 @@ def sampled_screen(problem, samples: int = SCREEN_SAMPLES, work: int = 2**62) ->
     return np.where(np.isfinite(value), value, 0.0)
 
 
-def grouped_multicut_lower_bound(problem, *, chain=None, part=None, cuts=(12, 24), limits: Limits | None = None):
+def grouped_multicut_lower_bound(problem, *, chain=None, part=None, cuts=(12,), limits: Limits | None = None):
     """The grouped chain-of-cuts bound (module docstring) as a
     :class:`~hybrid_remat.bounds.cut_chains.MultiCutBound` (``method``:
     ``"grouped_lp"``, or ``"none"`` when nothing was proved in time).
@@ -314,7 +328,7 @@ def grouped_multicut_lower_bound(problem, *, chain=None, part=None, cuts=(12, 24
     stats: dict = {"chains": []}
     g = problem.graph
     if chain is not None:
-        chains = [list(chain)]
+        chains, weight, path = [list(chain)], None, []
     else:
         left = limits.left()
         weight = sampled_screen(problem, work=limits.share(0.2 * left if math.isfinite(left) else None)
@@ -335,7 +349,13 @@ def grouped_multicut_lower_bound(problem, *, chain=None, part=None, cuts=(12, 24
             stats["skipped"] = f"{len(ch)} cuts predicted beyond the time left"
             break
         t1 = now()
-        got = _solve(problem, ch, part, limits, stats)
+        got = _solve(problem, ch, part, limits, stats, sized=weight is not None)
+        while got == "large" and len(ch) // 2 >= MIN_CUTS:     # few groups alike: a shorter chain
+            ch = [path[i] for i in spread_cuts(weight[path], len(ch) // 2).tolist()]
+            got = _solve(problem, ch, part, limits, stats, sized=True)
+        if got == "large":
+            stats["skipped"] = "the grouped model is predicted beyond the time left (few groups alike)"
+            break
         per_cut = (now() - t1) / len(ch)
         if got is not None and (best is None or got > best):
             best, best_chain = got, ch
@@ -345,11 +365,20 @@ def grouped_multicut_lower_bound(problem, *, chain=None, part=None, cuts=(12, 24
     return MultiCutBound(base + best, best, best_chain, "grouped_lp", stats)
 
 
-def _solve(problem, chain, part, limits, stats):
+def _solve(problem, chain, part, limits, stats, sized: bool = False):
     """The certified value of the aggregated LP on ``chain`` (``None``:
-    stopped or failed)."""
+    stopped or failed; ``"large"``: with ``sized``, a model of more than
+    :data:`MAX_GROUPED_VARS` variables or than the time left allows at
+    :data:`SECONDS_PER_VAR`, not built)."""
     t0 = now()
-    built = grouped_model(problem, list(chain), part, limits)
+    max_vars = None
+    if sized:
+        left = limits.left()
+        max_vars = int(min(MAX_GROUPED_VARS, left / SECONDS_PER_VAR if math.isfinite(left) else MAX_GROUPED_VARS))
+    built = grouped_model(problem, list(chain), part, limits, max_vars=max_vars)
+    if isinstance(built, int):
+        stats["chains"].append({"cuts": len(chain), "vars": built, "skipped": f"more than {max_vars} variables"})
+        return "large"
     if built is None:
         stats["chains"].append({"cuts": len(chain), "skipped": "time limit while building"})
         return None
