@@ -297,7 +297,11 @@ def _chain_lp(problem, chain, limits, stats):
 
 class MultiCutBoundSource(Bound):
     """The chain-of-cuts bound as a registered bound (``multicut_bound``,
-    scope: every plan; serial time, one device).
+    scope: every plan; serial time, one device): :func:`multicut_lower_bound`
+    up to :data:`MAX_NODES` nodes, above it the model grouped by stages with
+    identical groups solved once
+    (:func:`~hybrid_remat.bounds.multicut_groups.grouped_multicut_lower_bound`:
+    the U-Net at 10k-100k nodes from 3.78 to 4.08-4.10 TDI %).
 
     Examples
     --------
