@@ -170,3 +170,12 @@ def test_an_expired_limit_gives_the_trivial_bound_and_the_source_uses_it_above_m
     r = plugins.bounds()["multicut_bound"].bound(p)
     assert r.scope == "all plans" and r.stats["method"] in ("grouped_lp", "none")
     assert p.base_cost <= r.value <= brute_force(p)[0] * (1 + 1e-9)
+
+
+def test_overlapping_stage_lists_still_give_disjoint_groups():
+    # a node listed in two stages is counted in one group only (twice would count its bytes twice)
+    g = Graph.from_arrays([1] * 4, [(0, 1), (1, 2), (2, 3)], {"gpu": [1.0] * 4})
+    part = _Part([[0, 1, 2], [2, 3, 3]], 4)
+    groups = _groups(g, part)
+    nodes = np.concatenate(groups)
+    assert sorted(nodes.tolist()) == [0, 1, 2, 3]

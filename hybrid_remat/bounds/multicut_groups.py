@@ -155,8 +155,12 @@ def _groups(graph, part, hub: int = HUB_STAGES, join: int = JOIN_STAGES):
     out = []
     for stages in members.values():
         nodes = np.concatenate([np.asarray(part.stage_nodes(s), dtype=np.int64) for s in stages])
+        _, first = np.unique(nodes, return_index=True)
+        nodes = nodes[np.sort(first)]
+        nodes = nodes[~seen[nodes]]         # a partition: each node in one group only (else counted twice)
         seen[nodes] = True
-        out.append(nodes)
+        if nodes.size:
+            out.append(nodes)
     rest = np.flatnonzero(~seen)
     if rest.size:
         out.append(rest.astype(np.int64))
