@@ -179,3 +179,17 @@ def test_overlapping_stage_lists_still_give_disjoint_groups():
     groups = _groups(g, part)
     nodes = np.concatenate(groups)
     assert sorted(nodes.tolist()) == [0, 1, 2, 3]
+
+
+def test_the_heaviest_path_kernel_agrees_with_its_python_function():
+    from hybrid_remat.bounds.cut_chains import _heaviest_paths
+    from hybrid_remat.generators import random_layered
+
+    rng = np.random.default_rng(6)
+    for k in range(6):
+        g = random_layered(int(rng.integers(5, 40)), seed=k)
+        w = rng.uniform(0, 1, g.n) * (rng.uniform(0, 1, g.n) < 0.5)
+        args = (np.asarray(g.pred_ptr, dtype=np.int64), np.asarray(g.pred_idx, dtype=np.int64), w)
+        b1, p1 = _heaviest_paths(*args)
+        b2, p2 = _heaviest_paths.py_func(*args)
+        assert np.array_equal(b1, b2) and np.array_equal(p1, p2)

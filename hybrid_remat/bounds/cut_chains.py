@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 __all__ = ["MultiCutBound", "SparseRows", "cut_chain", "spread_cuts"]
 
@@ -37,6 +38,23 @@ class MultiCutBound:
     stats: dict = field(default_factory=dict, repr=False)
 
 
+@njit(cache=True)
+def _heaviest_paths(pred_ptr, pred_idx, w):
+    """``(best, prev)``: the largest total ``w`` of a path ending at each node
+    and its previous node (``-1``: none), nodes in topological numbering
+    (predecessors first; ties keep the first predecessor)."""
+    n = w.shape[0]
+    best = w.copy()
+    prev = np.full(n, -1, dtype=np.int64)
+    for v in range(n):
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            u = pred_idx[e]
+            if best[u] + w[v] > best[v]:
+                best[v] = best[u] + w[v]
+                prev[v] = u
+    return best, prev
+
+
 def cut_chain(graph, weight: np.ndarray, max_cuts: int) -> list[int]:
     """A path of the graph (each node an ancestor of the next) of largest
     total ``weight``, extended to a sink, thinned to at most ``max_cuts``
@@ -52,12 +70,8 @@ def cut_chain(graph, weight: np.ndarray, max_cuts: int) -> list[int]:
     """
     n = graph.n
     w = np.maximum(np.asarray(weight, dtype=np.float64), 0.0)
-    best = w.copy()
-    prev = np.full(n, -1, dtype=np.int64)
-    for v in range(n):  # topological numbering: predecessors come first
-        for u in graph.preds(v).tolist():
-            if best[u] + w[v] > best[v]:
-                best[v], prev[v] = best[u] + w[v], u
+    best, prev = _heaviest_paths(np.asarray(graph.pred_ptr, dtype=np.int64),
+                                 np.asarray(graph.pred_idx, dtype=np.int64), w)
     if n == 0 or best.max() <= 0:
         return []
     path = []
