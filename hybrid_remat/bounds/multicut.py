@@ -66,17 +66,18 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..interfaces import ALL_PLANS, SERIAL_BOUND_CAPABILITIES, Bound, BoundResult
 from ..limits import Limits, now
 from .cut import _cut_lp_kernel, _reference_memory, cut_items, reach, serial_single_device
+from .cut_chains import MultiCutBound, SparseRows, _certified_lp, cut_chain, spread_cuts
 
 __all__ = ["MultiCutBound", "MultiCutBoundSource", "multicut_lower_bound", "cut_chain", "spread_cuts", "MAX_NODES"]
 
-#: graphs above this size are left to the cut bound (the model is built in Python)
+#: graphs above this size get the grouped model (:mod:`~hybrid_remat.bounds.multicut_groups`) from the
+#: registered bound; :func:`multicut_lower_bound` leaves them (its model is built in Python)
 MAX_NODES = 5_000
 #: the LP up to this many variables (beyond: a shorter chain)
 _MAX_LP_VARS = 400_000
@@ -86,31 +87,6 @@ _MAX_MILP_VARS = 60_000
 _LP_SECONDS_PER_ITEM = 6e-5
 #: seconds per variable and row to build and start the MILP (measured ~1e-4 on the shared 2-core machine)
 _MILP_SECONDS_PER_ITEM = 3e-4
-
-
-@dataclass
-class MultiCutBound:
-    """The chain-of-cuts bound: ``value`` bounds every plan's serial time.
-
-    Attributes
-    ----------
-    value : float
-        ``base cost + extra``.
-    extra : float
-        Recomputation cost that no plan avoids.
-    chain : list of int
-        The cut nodes ``t_1, ..., t_k`` (each an ancestor of the next).
-    method : str
-        ``"lp"`` (certified LP value), ``"milp"`` (SCIP's dual bound) or
-        ``"none"`` (nothing binding).
-    stats : dict
-    """
-
-    value: float
-    extra: float
-    chain: list
-    method: str
-    stats: dict = field(default_factory=dict, repr=False)
 
 
 def _screen(problem, work: int):
@@ -128,47 +104,6 @@ def _screen(problem, work: int):
     value, _, _, _ = _cut_lp_kernel(ts, g.pred_ptr, g.pred_idx, g.succ_ptr, g.succ_idx, order, cost, size, B,
                                     np.int64(work))
     return np.where(np.isfinite(value), value, 0.0)
-
-
-def cut_chain(graph, weight: np.ndarray, max_cuts: int) -> list[int]:
-    """A path of the graph (each node an ancestor of the next) of largest
-    total ``weight``, extended to a sink, thinned to at most ``max_cuts``
-    nodes (the heaviest kept).
-
-    Examples
-    --------
-    >>> from hybrid_remat.generators import chain
-    >>> cut_chain(chain(5), np.array([0, 2.0, 0, 1.0, 3.0]), 2)
-    [1, 4]
-    >>> cut_chain(chain(5), np.array([0, 2.0, 0, 0.0, 0.0]), 5)   # extended past the last binding cut
-    [1, 2, 3, 4]
-    """
-    n = graph.n
-    w = np.maximum(np.asarray(weight, dtype=np.float64), 0.0)
-    best = w.copy()
-    prev = np.full(n, -1, dtype=np.int64)
-    for v in range(n):  # topological numbering: predecessors come first
-        for u in graph.preds(v).tolist():
-            if best[u] + w[v] > best[v]:
-                best[v], prev[v] = best[u] + w[v], u
-    if n == 0 or best.max() <= 0:
-        return []
-    path = []
-    v = int(np.flatnonzero(best >= best.max())[-1])
-    while v >= 0:
-        path.append(v)
-        v = int(prev[v])
-    path = path[::-1]
-    # extend the path past its last binding cut (later cuts bind once recomputed values must be kept)
-    while True:
-        nxt = graph.succs(path[-1])
-        if nxt.size == 0:
-            break
-        path.append(int(nxt[np.argmax(w[nxt])]) if w[nxt].max() > 0 else int(nxt.max()))
-    if len(path) > max_cuts:
-        keep = np.sort(np.argsort(-w[path], kind="stable")[:max_cuts])
-        path = [path[i] for i in keep]
-    return path
 
 
 def _model(problem, chain, limits):
@@ -234,47 +169,6 @@ def _model(problem, chain, limits):
             row([zi[i][v], xi[i][u], zi[i][u]], [1.0, -1.0, -1.0], 0.0)
     A, b = rows.matrix(nv)
     return c, A, b, lb, ub, cscale
-
-
-class SparseRows:
-    """Rows ``sum vals[k] z[cols[k]] <= rhs`` of an LP, added one at a time
-    (:meth:`add`) and returned as a CSR matrix and its right-hand side
-    (:meth:`matrix`)."""
-
-    def __init__(self):
-        self.rows, self.cols, self.vals, self.rhs = [], [], [], []
-
-    def add(self, cols, vals, rhs: float) -> None:
-        self.rows.extend([len(self.rhs)] * len(cols))
-        self.cols.extend(cols)
-        self.vals.extend(vals)
-        self.rhs.append(rhs)
-
-    def matrix(self, n_cols: int):
-        """``(A, b)``: ``A`` of shape ``(rows, n_cols)``."""
-        import scipy.sparse as sp
-
-        A = sp.csr_matrix((np.asarray(self.vals, dtype=np.float64), (np.asarray(self.rows, dtype=np.int64),
-                                                                      np.asarray(self.cols, dtype=np.int64))),
-                          shape=(len(self.rhs), n_cols))
-        return A, np.asarray(self.rhs, dtype=np.float64)
-
-
-def _certified_lp(c, A, b, lb, ub, limits) -> float | None:
-    """A certified lower bound on ``min c z, A z <= b, lb <= z <= ub`` (the
-    Lagrangian of HiGHS' clipped duals), or ``None``."""
-    from scipy.optimize import linprog
-
-    opts = {"presolve": True}
-    left = limits.left()
-    if math.isfinite(left):
-        opts["time_limit"] = max(0.01, 0.85 * left)  # scipy's setup and the certificate take the rest
-    res = linprog(c, A_ub=A, b_ub=b, bounds=np.stack([lb, ub], 1), method="highs", options=opts)
-    if res.status != 0 or getattr(res, "ineqlin", None) is None:
-        return None
-    mu = np.maximum(0.0, -np.asarray(res.ineqlin.marginals))
-    d = c + A.T @ mu
-    return max(0.0, -float(mu @ b) + float(np.where(d > 0, d * lb, d * ub).sum()))
 
 
 def _milp(c, A, b, lb, ub, limits) -> float | None:
@@ -379,32 +273,6 @@ def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limi
     return MultiCutBound(base + best, best, best_chain, best_method, stats)
 
 
-def spread_cuts(weight: np.ndarray, count: int) -> np.ndarray:
-    """Positions of at most ``count`` cuts along a path whose cuts weigh
-    ``weight``: the heaviest half, the rest spread evenly over the others
-    (heaviest cuts alone cluster where the reference order peaks and miss
-    the memory that builds up later, e.g. gradients held across a long
-    backward: on the 2k-node U-Net the chain's LP rose from 3.83 to 4.03-4.12
-    TDI %, ``benchmarks/results/unet_multicut_s30.md``).
-
-    Examples
-    --------
-    >>> spread_cuts(np.array([0.0, 5.0, 0.0, 0.0, 1.0, 0.0]), 3).tolist()
-    [0, 1, 5]
-    >>> spread_cuts(np.array([1.0, 2.0]), 5).tolist()
-    [0, 1]
-    """
-    m = int(np.asarray(weight).size)
-    count = max(0, min(int(count), m))
-    if count == m:
-        return np.arange(m)
-    heavy = np.argsort(-np.asarray(weight, dtype=np.float64), kind="stable")[:count // 2]
-    rest = np.setdiff1d(np.arange(m), heavy)
-    even = rest[np.unique(np.linspace(0, rest.size - 1, count - heavy.size).round().astype(np.int64))] \
-        if count > heavy.size else np.zeros(0, dtype=np.int64)
-    return np.sort(np.concatenate([heavy, even])).astype(np.int64)
-
-
 def _chain_lp(problem, chain, limits, stats):
     """``(extra, model)``: the certified LP value of the chain-of-cuts model
     on ``chain`` and the model (``_model``'s tuple), ``None`` when nothing
@@ -429,7 +297,11 @@ def _chain_lp(problem, chain, limits, stats):
 
 class MultiCutBoundSource(Bound):
     """The chain-of-cuts bound as a registered bound (``multicut_bound``,
-    scope: every plan; serial time, one device).
+    scope: every plan; serial time, one device): :func:`multicut_lower_bound`
+    up to :data:`MAX_NODES` nodes, above it the model grouped by stages with
+    identical groups solved once
+    (:func:`~hybrid_remat.bounds.multicut_groups.grouped_multicut_lower_bound`:
+    the U-Net at 10k-100k nodes from 3.78 to 4.08-4.10 TDI %).
 
     Examples
     --------
@@ -453,10 +325,20 @@ class MultiCutBoundSource(Bound):
         """Seconds worth giving it (twice that is its first share, :mod:`~hybrid_remat.portfolio.scheduler`):
         a chain of 5-7 spread cuts on the 2k-node U-Net (16k variables) takes 2-3 s at load 5 on the shared
         2-core machine, with the edges; at most 3 s (without it, a probe's 5 % of the time left was too
-        short for more than the one-cut bound)."""
-        return min(3.0, 0.5 + 4e-4 * (problem.graph.n + problem.graph.m))
+        short for more than the one-cut bound).  Above :data:`MAX_NODES` nodes the grouped model
+        (:mod:`~hybrid_remat.bounds.multicut_groups`): its 12-cut LP took 2-3 s on the 10k-node U-Net and
+        5 s at 100k nodes at load 9 on that machine (the model's size does not grow with the repeats)."""
+        g = problem.graph
+        if g.n > MAX_NODES:
+            return min(4.0, 1.5 + 1e-5 * (g.n + g.m))
+        return min(3.0, 0.5 + 4e-4 * (g.n + g.m))
 
     def bound(self, problem, *, limits: Limits | None = None) -> BoundResult:
-        mb = multicut_lower_bound(problem, limits=limits)
+        if problem.graph.n > MAX_NODES:   # the model grouped by stages, identical groups solved once
+            from .multicut_groups import grouped_multicut_lower_bound
+
+            mb = grouped_multicut_lower_bound(problem, limits=limits)
+        else:
+            mb = multicut_lower_bound(problem, limits=limits)
         return BoundResult(mb.value, ALL_PLANS, {"extra": mb.extra, "cuts": len(mb.chain), "method": mb.method,
                                                  **mb.stats})
