@@ -193,3 +193,24 @@ def test_the_heaviest_path_kernel_agrees_with_its_python_function():
         b1, p1 = _heaviest_paths(*args)
         b2, p2 = _heaviest_paths.py_func(*args)
         assert np.array_equal(b1, b2) and np.array_equal(p1, p2)
+
+
+def test_a_partition_with_few_groups_alike_is_skipped_before_the_screen(monkeypatch):
+    from hybrid_remat.bounds import multicut_groups as mg
+    from hybrid_remat.segments.chain import segment_chain
+
+    rng = np.random.default_rng(7)
+    g = _training(rng, 6)
+    ch = segment_chain(g, segment_size=2)                 # segments of their own: no run
+    assert mg.unique_nodes(ch, g.n) == g.n
+    assert mg.unique_nodes(_Part([list(range(g.n))], g.n), g.n) == 0     # not a chain: nothing counted
+    assert mg.too_few_alike(ch, g.n, max_vars=10 * g.n) == ""
+    assert "outside every run" in mg.too_few_alike(ch, g.n, max_vars=1)
+    p = Problem.single(g, budget_lower_bound(g) + 1)
+    monkeypatch.setattr(mg, "MAX_GROUPED_VARS", 1)
+    r = mg.grouped_multicut_lower_bound(p, part=ch)
+    assert r.value == p.base_cost and "outside every run" in r.stats["skipped"] and "screen_s" not in r.stats
+    monkeypatch.setattr(multicut, "MAX_NODES", 3)
+    monkeypatch.setattr("hybrid_remat.blocks.structure.block_partition", lambda graph: ch)
+    ok, why = plugins.bounds()["multicut_bound"].applicable(p)
+    assert not ok and "outside every run" in why

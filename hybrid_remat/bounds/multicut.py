@@ -319,7 +319,14 @@ class MultiCutBoundSource(Bound):
     bound_scope = ALL_PLANS
 
     def applicable(self, problem) -> tuple[bool, str]:
-        return serial_single_device(problem)
+        ok, why = serial_single_device(problem)
+        if ok and problem.graph.n > MAX_NODES:   # the grouped model: only where groups repeat
+            from ..blocks.structure import block_partition
+            from .multicut_groups import too_few_alike
+
+            why = too_few_alike(block_partition(problem.graph), problem.graph.n)
+            ok = not why
+        return ok, why
 
     def predict_seconds(self, problem) -> float:
         """Seconds worth giving it (twice that is its first share, :mod:`~hybrid_remat.portfolio.scheduler`):

@@ -62,7 +62,7 @@ from ..limits import Limits, now
 from .cut import cut_items, reach
 from .cut_chains import MultiCutBound, SparseRows, _certified_lp, cut_chain, spread_cuts
 
-__all__ = ["grouped_multicut_lower_bound", "grouped_model", "node_roles", "HUB_STAGES", "JOIN_STAGES", "sampled_screen"]
+__all__ = ["grouped_multicut_lower_bound", "grouped_model", "unique_nodes", "too_few_alike", "node_roles", "HUB_STAGES", "JOIN_STAGES", "sampled_screen"]
 
 #: the grouped model (chosen chains) up to this many variables: the 12-cut U-Net model has 20k at any size;
 #: where few groups are alike (random layered, varied decoders: 130k at 10k nodes) the LP outlasts its share
@@ -73,6 +73,9 @@ SECONDS_PER_VAR = 1.5e-4
 SECONDS_PER_ITEM = 5e-6
 #: a chain shortened for size keeps at least this many cuts (fewer add little to the cut bound)
 MIN_CUTS = 4
+#: variables per node outside every run and per cut, at least (1.1 measured at 100k nodes on random layered
+#: graphs and varied decoders): a partition with that many such nodes is skipped before the screen
+VARS_PER_UNIQUE_NODE_CUT = 0.5
 #: cuts screened to choose the chain (the cut screen's knapsack LP, linear in the graph each)
 SCREEN_SAMPLES = 256
 #: at most this many stages joined into one group (a zigzag of skips would join a whole run)
@@ -305,6 +308,40 @@ def sampled_screen(problem, samples: int = SCREEN_SAMPLES, work: int = 2**62) ->
     return np.where(np.isfinite(value), value, 0.0)
 
 
+def unique_nodes(part, n: int) -> int:
+    """How many of the ``n`` nodes lie outside every run of repeated stages
+    of ``part`` (a segment chain: stages whose kind is negative, and nodes
+    in no stage); ``0`` for a partition that is all repeated blocks.
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import training_graph
+    >>> import networkx as nx
+    >>> from hybrid_remat.segments.chain import segment_chain
+    >>> g = training_graph(nx.path_graph(6, create_using=nx.DiGraph))
+    >>> unique_nodes(segment_chain(g, segment_size=2), g.n) == g.n
+    True
+    """
+    if not hasattr(part, "kind") or not hasattr(part, "stage_nodes"):
+        return 0
+    inside = sum(part.stage_nodes(s).size for s in range(part.n_stages) if int(part.kind[s]) >= 0)
+    return int(n - inside)
+
+
+def too_few_alike(part, n: int, max_vars: float | None = None) -> str:
+    """Why the grouped model on ``part`` is not worth building (``""``: it
+    may be): the nodes outside every run (:func:`unique_nodes`) alone would
+    give more than ``max_vars`` (default :data:`MAX_GROUPED_VARS`) variables at :data:`MIN_CUTS` cuts (at
+    :data:`VARS_PER_UNIQUE_NODE_CUT` each).  A skip only costs bound
+    strength, never validity."""
+    max_vars = MAX_GROUPED_VARS if max_vars is None else max_vars
+    unique = unique_nodes(part, n)
+    if VARS_PER_UNIQUE_NODE_CUT * MIN_CUTS * unique > max_vars:
+        return (f"{unique} of {n} nodes lie outside every run of repeated stages: the grouped model of {MIN_CUTS} "
+                f"cuts would outgrow {int(max_vars)} variables (few groups alike)")
+    return ""
+
+
 def grouped_multicut_lower_bound(problem, *, chain=None, part=None, cuts=(12,), limits: Limits | None = None):
     """The grouped chain-of-cuts bound (module docstring) as a
     :class:`~hybrid_remat.bounds.cut_chains.MultiCutBound` (``method``:
@@ -342,6 +379,15 @@ def grouped_multicut_lower_bound(problem, *, chain=None, part=None, cuts=(12,), 
         left = limits.left()
         if left < SECONDS_PER_ITEM * (g.n + g.m):   # the screen and the path alone would outlast it
             stats["skipped"] = f"{left:.2g} s left: too little to choose the cuts"
+            return MultiCutBound(base, 0.0, [], "none", stats)
+        if part is None:
+            from ..blocks.structure import block_partition
+
+            part = block_partition(g)
+        why = too_few_alike(part, g.n, min(MAX_GROUPED_VARS, left / SECONDS_PER_VAR) if math.isfinite(left)
+                            else MAX_GROUPED_VARS)
+        if why:
+            stats["skipped"] = why
             return MultiCutBound(base, 0.0, [], "none", stats)
         weight = sampled_screen(problem, work=limits.share(0.2 * left if math.isfinite(left) else None)
                                 .work_for(_STEPS_PER_SECOND))
