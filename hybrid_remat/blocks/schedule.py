@@ -24,16 +24,11 @@ True
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..core.keepset import KeepSetPlanner, keep_sequence, keep_sequence_kernel
 from ..core.sequence import minimal_plan
 
 __all__ = ["keep_sequence", "sequence_plan", "keep_sequence_kernel", "KeepSetPlanner", "capacity_rounds"]
 
-
-#: how many times a round shrinks the capacity further while the choice repeats a keep set known to be over
-MAX_REPEATS = 16
 
 #: the minimal-memory plan of a compute sequence (one kernel for the whole library: core/sequence.py)
 sequence_plan = minimal_plan
@@ -48,17 +43,7 @@ def capacity_rounds(problem, planner: KeepSetPlanner, base: int, choose, least, 
     ``least()``: the least-memory keep set, tried once when nothing fits the
     figures.  Returns ``(plan, value, info, rounds)`` of the best valid plan
     (``None, inf, None, rounds`` when none was), each round as a dict
-    (``note(sim, info)`` adds to it).
-
-    A choice whose keep set an earlier round simulated over the budget is
-    not simulated again: the capacity shrinks by twice the last step (at
-    least 1/4096 of the capacity, half a chain-DP bucket) until the choice
-    changes, at most :data:`MAX_REPEATS` times per round.  A shrink by the
-    overshoot alone may leave the choice as it was (a chain DP's bucket is
-    wider than the overshoot; few measured options): at 30 % of keep-all on
-    the 2k-node decoder whose layers all differ, rounds 5-7 of the segment
-    chain's 8 gave one peak, 4655774208 B, 0.6 MB over the budget (shrinks
-    of 4.8, 0.6 and 0.6 MB)."""
+    (``note(sim, info)`` adds to it)."""
     import math
 
     from ..simulate import simulate
@@ -68,18 +53,10 @@ def capacity_rounds(problem, planner: KeepSetPlanner, base: int, choose, least, 
     best = (None, math.inf, None)
     rounds = []
     raised = False
-    over: set = set()       # keep sets simulated over the budget
-    step = 1.0
     for _ in range(max_rounds):
         if limits.expired() or capacity <= 0:
             break
         got = choose(capacity)
-        for _ in range(MAX_REPEATS):
-            if got is None or np.packbits(got[0]).tobytes() not in over or capacity <= 0 or limits.expired():
-                break
-            step = max(2.0 * step, capacity / 4096)   # the same keep set again: shrink further, unsimulated
-            capacity -= step
-            got = choose(capacity) if capacity > 0 else None
         if got is None:
             if rounds:
                 break
@@ -102,7 +79,5 @@ def capacity_rounds(problem, planner: KeepSetPlanner, base: int, choose, least, 
             continue
         if raised:
             break
-        over.add(np.packbits(keep).tobytes())
-        step = float(max(1, peak - B))
-        capacity -= step
+        capacity -= max(1, peak - B)
     return (*best, rounds)
