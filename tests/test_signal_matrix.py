@@ -163,10 +163,18 @@ def test_solve(tmp_path, phase, workers, sig):
 @pytest.mark.parametrize("jobs, sig", [(1, "SIGTERM"), (2, "SIGINT"), (2, "SIGTERM")])
 def test_sweep(tmp_path, jobs, sig):
     """The dtr rows finish at once; the probe's solves run until the signal."""
-    from hybrid_remat.sweep import read_csv
+    import networkx as nx
 
+    from hybrid_remat.generators import training_graph
+    from hybrid_remat.sweep import read_csv
+    from hybrid_remat.testing import write_remat_graph
+
+    # a small graph: its dtr rows (and their default bounds) finish in a moment, where resnet18's bounds
+    # searched for 20-40 s before the first row; the signal still arrives while the probe's solves run
+    graph = tmp_path / "mlp16.json"
+    write_remat_graph(training_graph(nx.path_graph(16, create_using=nx.DiGraph), name="mlp16"), graph)
     out = tmp_path / "s.csv"
-    cmd = Command(tmp_path, ["sweep", GRAPH, "--budgets", "90%,80%,70%", "--solver", "dtr,heuristics",
+    cmd = Command(tmp_path, ["sweep", graph, "--budgets", "90%,80%,70%", "--solver", "dtr,heuristics",
                              "--heuristic", "probe_heuristic", "--time-limit", "300", "--jobs", jobs,
                              "--out", out, "--quiet"])
     cmd.wait_for(lambda c: _phase("heuristic")(c) and out.exists() and len(read_csv(str(out))) >= 1)
