@@ -15,12 +15,12 @@ from hybrid_remat.budgets import budget_lower_bound, keep_all_peak
 from hybrid_remat.core.sequence import minimal_plan
 from hybrid_remat.families import random_layered_training
 from hybrid_remat.generators import chain, random_layered, training_graph
-from hybrid_remat.graph import Graph
 from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
 from hybrid_remat.testing import check_bound
+from hybrid_remat.testing.instances import rescaled
 
 
 def _training(rng, layers, skip=False):
@@ -30,11 +30,6 @@ def _training(rng, layers, skip=False):
     for i in fw:
         fw.nodes[i]["bytes"], fw.nodes[i]["cost"] = int(rng.integers(1, 6)), float(rng.integers(1, 10))
     return training_graph(fw)
-
-
-def _with_bytes(g, nbytes):
-    return Graph.from_arrays(nbytes, [tuple(e) for e in g.edges().tolist()],
-                             {kind: g.cost(kind) for kind in g.cost_kinds})
 
 
 def _random_chain(g, rng):
@@ -89,10 +84,7 @@ def test_never_above_the_optimum_on_default_and_random_set_chains(seed):
 def test_rescaled_costs_and_huge_bytes_stay_below_the_optimum():
     rng = np.random.default_rng(7)
     for k, (g, _) in enumerate(_instances(3, 10)):
-        scale = 10.0 ** rng.uniform(-12, 12)
-        g = g.with_costs({kind: g.cost(kind) * scale for kind in g.cost_kinds})
-        if k % 2:
-            g = _with_bytes(g, np.asarray(g.bytes, dtype=np.int64) * (5 * 10**17 // max(1, int(np.sum(g.bytes)))))
+        g = rescaled(g, rng, huge_bytes=bool(k % 2))
         lo, hi = budget_lower_bound(g), keep_all_peak(g)
         p = Problem.single(g, int(rng.integers(lo, hi + 1)))
         opt = brute_force(p)[0]

@@ -17,6 +17,7 @@ from hybrid_remat.graph import Graph
 from hybrid_remat.limits import Limits
 from hybrid_remat.oracle import brute_force
 from hybrid_remat.problem import Problem
+from hybrid_remat.testing.instances import rescaled
 
 
 class _Part:
@@ -63,11 +64,6 @@ def _random_chain(g, rng):
     return sorted(rng.choice(len(path), size=k, replace=False).tolist()), path
 
 
-def _with_bytes(g, nbytes):
-    return Graph.from_arrays(nbytes, [tuple(e) for e in g.edges().tolist()],
-                             {kind: g.cost(kind) for kind in g.cost_kinds})
-
-
 def test_never_above_the_optimum_for_any_partition_and_chain():
     rng = np.random.default_rng(0)
     checked = binding = 0
@@ -93,10 +89,7 @@ def test_rescaled_costs_and_huge_bytes_stay_below_the_optimum():
     for k in range(10):
         layers = int(rng.integers(3, 6))
         g = _training(rng, layers, same=k % 2 == 0, skip=k % 3 == 0)
-        scale = 10.0 ** rng.uniform(-12, 12)
-        g = g.with_costs({kind: g.cost(kind) * scale for kind in g.cost_kinds})
-        if k % 2:
-            g = _with_bytes(g, np.asarray(g.bytes, dtype=np.int64) * (5 * 10**17 // max(1, int(np.sum(g.bytes)))))
+        g = rescaled(g, rng, huge_bytes=bool(k % 2))
         lo, hi = budget_lower_bound(g), keep_all_peak(g)
         p = Problem.single(g, int(rng.integers(lo, hi + 1)))
         opt = brute_force(p)[0]

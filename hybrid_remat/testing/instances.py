@@ -23,7 +23,7 @@ from ..plan import Plan, keep_all_plan, plan_from_order
 from ..problem import Device, Problem, default_links
 from ..simulate import simulate
 
-__all__ = ["Instance", "standard_instances"]
+__all__ = ["Instance", "standard_instances", "rescaled"]
 
 
 @dataclass(frozen=True)
@@ -106,3 +106,23 @@ def standard_instances(*, multi_device: bool = True, makespan: bool = False) -> 
         r = simulate(inst.problem, inst.witness)
         assert r.valid, f"internal: witness of {inst.name} invalid: {r.error}"
     return out
+
+
+def rescaled(graph: Graph, rng: np.random.Generator, *, huge_bytes: bool = False) -> Graph:
+    """``graph`` with every cost multiplied by ``10 ** u``, ``u`` drawn
+    uniformly in [-12, 12] from ``rng`` (one draw), and with ``huge_bytes``
+    its bytes multiplied so that they sum to about 5e17: the rescaled
+    instances on which a bound must stay below the brute-force optimum.
+
+    Examples
+    --------
+    >>> g = rescaled(generators.chain(4, bytes=2), np.random.default_rng(0), huge_bytes=True)
+    >>> int(np.sum(g.bytes)) <= 5 * 10**17 < 2 * int(np.sum(g.bytes))
+    True
+    """
+    scale = 10.0 ** rng.uniform(-12, 12)
+    g = graph.with_costs({kind: graph.cost(kind) * scale for kind in graph.cost_kinds})
+    if huge_bytes:
+        nbytes = np.asarray(g.bytes, dtype=np.int64) * (5 * 10**17 // max(1, int(np.sum(g.bytes))))
+        g = Graph.from_arrays(nbytes, [tuple(e) for e in g.edges().tolist()], {k: g.cost(k) for k in g.cost_kinds})
+    return g
