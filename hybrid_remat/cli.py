@@ -373,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("graph", metavar="GRAPH", help=GRAPH_FORMATS)
     s.add_argument("--search-time", type=float, default=2.0, metavar="S",
                    help="seconds for the exact search of the smallest feasible budget (default: %(default)s; "
-                        "0: none; graphs up to 64 nodes)")
+                        "0: none; graphs up to 63 nodes)")
     s.set_defaults(func=cmd_info)
 
     s = sub.add_parser(

@@ -211,3 +211,21 @@ def test_info_honours_its_search_time_on_a_dense_random_dag(tmp_path):
                          env={**os.environ, "PYTHONPATH": root, DISABLE_ENV: "1"})
     assert out.returncode == 0, out.stderr
     assert "smallest feasible" in out.stdout
+
+
+def test_every_text_names_the_exact_search_limit_the_code_uses():
+    """The CLI's ``--search-time`` help and the README give the node count
+    up to which the exact search runs: :data:`EXACT_MAX_NODES` (one said
+    64 while the code stopped at 63)."""
+    import pathlib
+    import re
+
+    from hybrid_remat.bounds.feasibility import EXACT_MAX_NODES
+    from hybrid_remat.cli import build_parser
+
+    info = build_parser()._subparsers._group_actions[0].choices["info"]
+    helps = " ".join(a.help or "" for a in info._actions)
+    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    for text in (helps, readme):
+        said = {int(x) for x in re.findall(r"up to (\d+) nodes\)", text)}
+        assert said == {EXACT_MAX_NODES}, said
