@@ -15,7 +15,7 @@ import numpy as np
 
 from .staircase import closure_staircase
 
-__all__ = ["stage_preds"]
+__all__ = ["stage_preds", "least_extra"]
 
 
 def _local(graph, nodes):
@@ -23,6 +23,39 @@ def _local(graph, nodes):
     loc[nodes] = np.arange(nodes.size)
     preds = [[int(loc[u]) for u in graph.preds(v).tolist() if loc[u] >= 0] for v in nodes.tolist()]
     return loc, preds
+
+
+def _closure_masks(problem, nodes, others_fwd):
+    """``(preds, needed, fixed)`` of a stage's closure model (see
+    :func:`_staircase_of`)."""
+    g = problem.graph
+    _, preds = _local(g, nodes)
+    needed = np.zeros(nodes.size, dtype=bool)
+    fixed = np.zeros(nodes.size, dtype=bool)
+    for i, v in enumerate(nodes.tolist()):
+        s = g.succs(v)
+        needed[i] = bool((g.phase[s] != 0).any())
+        fixed[i] = bool(others_fwd[s].any())
+    return preds, needed, fixed
+
+
+def least_extra(problem, nodes, others_fwd, held: int, limits, dropped=None):
+    """The least recomputation time of a stage's closure model (as in
+    :func:`_staircase_of`) holding at most ``held`` bytes: one SCIP solve;
+    ``None`` when nothing fits or the limits stopped it."""
+    from .staircase import _Builder
+
+    g = problem.graph
+    preds, needed, fixed = _closure_masks(problem, nodes, others_fwd)
+    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)[nodes]
+    b = _Builder(nodes, preds, needed, fixed, cost, g.bytes[nodes], 10_000, 1, None, dropped)
+    try:
+        status, got = b.solve(int(held) // b.unit, limits)
+    finally:
+        b.close()
+    if got is None:
+        return None
+    return float(cost[got[2]].sum())
 
 
 def _staircase_of(problem, nodes, others_fwd, limits, dropped=None):

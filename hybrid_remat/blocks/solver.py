@@ -66,7 +66,7 @@ from ..simulate import simulate
 from .detect import BlockStructure, detect_blocks
 from .menu import _least_first, _spread, _staircase_of
 from .schedule import KeepSetPlanner, capacity_rounds
-from .stream import solve_stream
+from .stream import solve_stream, stream_pays
 
 __all__ = ["BlockMenus", "BlockResult", "block_menus", "probe", "measure_options", "allocate", "solve_blocks",
            "keep_mask"]
@@ -284,6 +284,17 @@ def _assign(counts, order):
     return out
 
 
+def _stream_may_pay(problem, bs, menus, info, limits) -> bool:
+    """The stream class is searched when one of the held-stream plan's
+    options (without a plan, the least-memory option) costs more than the
+    same memory with the stream dropped (:func:`~hybrid_remat.blocks.stream.stream_pays`)."""
+    counts = (info or {}).get("counts") or {}
+    chosen = sorted((o for o, c in counts.items() if c > 0), key=lambda o: -counts[o]) or [len(menus.layer) - 1]
+    size = problem.graph.bytes[bs.fwd[bs.n_blocks // 2]]
+    return any(stream_pays(problem, bs, int(size[menus.layer[o]].sum()), float(menus.layer_extra[o]), limits=limits)
+               for o in chosen[:4])
+
+
 def solve_blocks(problem, *, limits: Limits | None = None, structure: BlockStructure | None = None,
                  on_incumbent=None, max_rounds: int = 8, stream: bool = True) -> BlockResult:
     """The block solver (module docstring).  ``on_incumbent(plan, source)``
@@ -331,8 +342,8 @@ def solve_blocks(problem, *, limits: Limits | None = None, structure: BlockStruc
                                                 max_rounds=max_rounds, on_incumbent=on_incumbent,
                                                 source="blocks", note=note)
     stats["rounds"] = rounds
-    if stream and not limits.expired():     # the class that drops the residual stream (blocks/stream.py)
-        epi = (info or {}).get("epilogue")
+    if stream and not limits.expired() and _stream_may_pay(problem, bs, menus, info, limits):
+        epi = (info or {}).get("epilogue")     # the class that drops the residual stream (blocks/stream.py)
         got = solve_stream(problem, bs, limits=limits, arrays=arrays,
                            epilogue_keep=menus.epilogue[epi] if epi is not None and menus.epilogue else None)
         stats["stream"] = None if got is None else {**got[2], "objective": got[1]}

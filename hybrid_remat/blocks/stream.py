@@ -53,10 +53,10 @@ import numpy as np
 
 from ..limits import Limits
 from ..simulate import simulate
-from .menu import _spread, _staircase_of
+from .menu import _spread, _staircase_of, least_extra
 from .schedule import KeepSetPlanner
 
-__all__ = ["stream_positions", "stream_menu", "stream_keep", "solve_stream"]
+__all__ = ["stream_positions", "stream_pays", "stream_menu", "stream_keep", "solve_stream"]
 
 
 def stream_positions(graph, bs) -> np.ndarray:
@@ -92,6 +92,22 @@ def stream_menu(problem, bs, *, limits: Limits | None = None, max_options: int =
     others[bs.fwd[k + 1] if k + 1 < bs.n_blocks else []] = False
     st = _staircase_of(problem, bs.fwd[k], others, limits or Limits(), dropped=out)
     return [(p.x, p.extra, p.held) for p in _spread(st.points, max_options)]
+
+
+def stream_pays(problem, bs, held: int, extra: float, *, limits: Limits | None = None) -> bool:
+    """Whether the middle block with its stream dropped recomputes less than
+    ``extra`` holding at most ``held`` bytes (one SCIP solve: a quick test
+    before the menu; ``held``/``extra``: the held-stream plan's main option)."""
+    g = problem.graph
+    out = stream_positions(g, bs)
+    if not out.any() or bs.n_blocks < 3:
+        return False
+    k = bs.n_blocks // 2
+    others = (g.phase == 0).copy()
+    others[bs.fwd[k]] = False
+    others[bs.fwd[k + 1]] = False
+    got = least_extra(problem, bs.fwd[k], others, held, limits or Limits(), dropped=out)
+    return got is not None and got < extra * (1 - 1e-6) - 1e-15
 
 
 def stream_keep(graph, bs, options, menu, period: int, out, epilogue_keep=None) -> np.ndarray:
