@@ -7,7 +7,8 @@ the reference order; each stage (prologue, every block, epilogue) keeps a
 chosen set of its forward values for the backward pass and recomputes the
 others it needs once, just in time, from the held values and the block's
 inputs.  Values a block passes to later blocks' forward nodes (the residual
-stream) are always held, so a recomputation never reaches beyond its block.
+stream) are always held, so a recomputation never reaches beyond its block
+(step 5 searches a second class that drops them too).
 
 1. **Menus** (:func:`block_menus`): for one block of each kind (identical
    blocks share one solve) and for the epilogue, SCIP gives the exact

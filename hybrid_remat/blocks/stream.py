@@ -68,7 +68,7 @@ def stream_positions(graph, bs) -> np.ndarray:
     fwd = graph.phase == 0
     st = bs.stage
     out = np.zeros(bs.fwd.shape[1], dtype=bool)
-    if k + 1 >= L + 1:
+    if L < 2:
         return out
     for i, v in enumerate(bs.fwd[k].tolist()):
         s = graph.succs(v)
