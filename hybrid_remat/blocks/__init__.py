@@ -6,8 +6,11 @@ across the chain of blocks (Rockmate's idea, with bounds).
 * :mod:`.structure` -- applicability, coverage, the partition and the chain of runs the components work on.
 * :mod:`.schedule` -- keep-or-recompute-once plans (a keep set -> sequence -> plan).
 * :mod:`.staircase` -- a block's exact (held, extra) Pareto front (SCIP).
+* :mod:`.menu` -- a stage's staircase walk and the choice of its points, shared by the two classes below.
 * :mod:`.solver` -- :func:`solve_blocks`: menus, simulator-measured peaks,
   allocation across blocks, a simulator-checked plan.
+* :mod:`.stream` -- the class that drops the residual stream (recomputed from a checkpoint every ``m``
+  blocks), searched on simulated plans; :func:`solve_blocks` keeps the better class.
 * the block bound lives with the other bounds: :func:`hybrid_remat.bounds.blocks.block_lower_bound`,
   a bound over every plan (proof in its docstring), registered as the bound ``block_bound``.
 * :mod:`.formulation` -- :class:`BlocksFormulation`, registered as ``blocks``.

@@ -7,7 +7,8 @@ the reference order; each stage (prologue, every block, epilogue) keeps a
 chosen set of its forward values for the backward pass and recomputes the
 others it needs once, just in time, from the held values and the block's
 inputs.  Values a block passes to later blocks' forward nodes (the residual
-stream) are always held, so a recomputation never reaches beyond its block.
+stream) are always held, so a recomputation never reaches beyond its block
+(step 5 searches a second class that drops them too).
 
 1. **Menus** (:func:`block_menus`): for one block of each kind (identical
    blocks share one solve) and for the epilogue, SCIP gives the exact
@@ -30,6 +31,9 @@ stream) are always held, so a recomputation never reaches beyond its block.
    figures are per option, the chain mixes options) the budget of step 3
    shrinks by the excess and the plan is rebuilt, a few times; when it is
    well under, step 3 gets the room left once.
+5. **The stream class** (:mod:`hybrid_remat.blocks.stream`): blocks that
+   drop their output too, recomputed from a checkpoint held every ``m``
+   blocks, searched on simulated plans; the better of the two plans wins.
 
 It returns the best simulator-valid plan; it proves nothing by itself (the
 block bound, :mod:`hybrid_remat.bounds.blocks`, does).
@@ -61,8 +65,9 @@ import numpy as np
 from ..limits import Limits, now
 from ..simulate import simulate
 from .detect import BlockStructure, detect_blocks
+from .menu import _least_first, _spread, _staircase_of
 from .schedule import KeepSetPlanner, capacity_rounds
-from .staircase import closure_staircase
+from .stream import solve_stream, stream_pays
 
 __all__ = ["BlockMenus", "BlockResult", "block_menus", "probe", "measure_options", "allocate", "solve_blocks",
            "keep_mask"]
@@ -91,71 +96,6 @@ class BlockResult:
     objective: float
     choice: dict
     stats: dict
-
-
-def _local(graph, nodes):
-    loc = np.full(graph.n, -1, dtype=np.int64)
-    loc[nodes] = np.arange(nodes.size)
-    preds = [[int(loc[u]) for u in graph.preds(v).tolist() if loc[u] >= 0] for v in nodes.tolist()]
-    return loc, preds
-
-
-def _staircase_of(problem, nodes, others_fwd, limits):
-    """The staircase of a stage's forward part: needed = read by a backward
-    node; held for sure = read by another stage's forward nodes."""
-    g = problem.graph
-    cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
-    loc, preds = _local(g, nodes)
-    needed = np.zeros(nodes.size, dtype=bool)
-    fixed = np.zeros(nodes.size, dtype=bool)
-    for i, v in enumerate(nodes.tolist()):
-        s = g.succs(v)
-        needed[i] = bool((g.phase[s] != 0).any())
-        fixed[i] = bool(others_fwd[s].any())
-    # coarse first (the whole range of memory in few solves: a truncated fine walk held only the top of it,
-    # and nothing fit at 50 % on a loaded machine), then the gaps refined while time and points allow
-    st = closure_staircase(nodes, preds, needed=needed, fixed=fixed, cost=cost[nodes], size=g.bytes[nodes],
-                           limits=limits, resolution=1 / 24, keep_open=True)
-    try:
-        for _ in range(8):
-            gaps = [i for i, p in enumerate(st.points) if p.covers_from < p.held]
-            if not gaps or limits.expired() or len(st.points) >= 64:
-                break
-            for i in sorted(gaps, reverse=True):          # from the back: indices stay valid
-                if limits.expired() or not st.refine(i, limits):
-                    break
-    finally:
-        st.close()
-    return st
-
-
-def _spread(points, k):
-    """At most ``k`` points, spread over the held range (extremes kept)."""
-    if len(points) <= k:
-        return list(points)
-    idx = np.unique(np.round(np.linspace(0, len(points) - 1, k)).astype(int))
-    return [points[i] for i in idx]
-
-
-def _least_first(points):
-    """The points least memory first, then most, then the rest spread
-    (bisecting the range)."""
-    if len(points) <= 2:
-        return list(points)[::-1]
-    order, seen = [len(points) - 1, 0], {len(points) - 1, 0}
-    spans = [(0, len(points) - 1)]
-    while spans:
-        a, b = spans.pop(0)
-        m = (a + b) // 2
-        if m not in seen and a < m < b:
-            seen.add(m)
-            order.append(m)
-        if m - a > 1:
-            spans.append((a, m))
-        if b - m > 1:
-            spans.append((m, b))
-    order += [i for i in range(len(points)) if i not in seen]
-    return [points[i] for i in order]
 
 
 def block_menus(problem, bs: BlockStructure, *, limits: Limits | None = None, max_options: int = 64) -> BlockMenus:
@@ -345,10 +285,23 @@ def _assign(counts, order):
     return out
 
 
+def _stream_may_pay(problem, bs, menus, info, limits) -> bool:
+    """The stream class is searched when one of the held-stream plan's
+    options (without a plan, the least-memory option) costs more than the
+    same memory with the stream dropped (:func:`~hybrid_remat.blocks.stream.stream_pays`)."""
+    counts = (info or {}).get("counts") or {}
+    chosen = sorted((o for o, c in counts.items() if c > 0), key=lambda o: -counts[o]) or [len(menus.layer) - 1]
+    size = problem.graph.bytes[bs.fwd[bs.n_blocks // 2]]
+    return any(stream_pays(problem, bs, int(size[menus.layer[o]].sum()), float(menus.layer_extra[o]), limits=limits)
+               for o in chosen[:4])
+
+
 def solve_blocks(problem, *, limits: Limits | None = None, structure: BlockStructure | None = None,
-                 on_incumbent=None, max_rounds: int = 8) -> BlockResult:
+                 on_incumbent=None, max_rounds: int = 8, stream: bool = True) -> BlockResult:
     """The block solver (module docstring).  ``on_incumbent(plan, source)``
-    is called with every better valid plan."""
+    is called with every better valid plan.  ``stream``: also search the
+    class that drops the residual stream (:mod:`hybrid_remat.blocks.stream`)
+    and keep the better plan."""
     limits = limits or Limits()
     t0 = now()
     stats: dict = {}
@@ -389,8 +342,17 @@ def solve_blocks(problem, *, limits: Limits | None = None, structure: BlockStruc
     plan, value, info, rounds = capacity_rounds(problem, arrays, fig["base"], choose, least, limits=limits,
                                                 max_rounds=max_rounds, on_incumbent=on_incumbent,
                                                 source="blocks", note=note)
-    best = BlockResult(plan, value, info or {}, stats)
     stats["rounds"] = rounds
+    if stream and not limits.expired() and _stream_may_pay(problem, bs, menus, info, limits):
+        epi = (info or {}).get("epilogue")     # the class that drops the residual stream (blocks/stream.py)
+        got = solve_stream(problem, bs, limits=limits, arrays=arrays,
+                           epilogue_keep=menus.epilogue[epi] if epi is not None and menus.epilogue else None)
+        stats["stream"] = None if got is None else {**got[2], "objective": got[1]}
+        if got is not None and got[1] < value:
+            plan, value, info = got[0], got[1], {"stream": got[2]}
+            if on_incumbent is not None:
+                on_incumbent(plan, "blocks")
+    best = BlockResult(plan, value, info or {}, stats)
     stats["seconds"] = now() - t0
     best.stats = stats
     return best

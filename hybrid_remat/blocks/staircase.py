@@ -11,6 +11,11 @@ it is needed) and ``r_v`` (``v`` is computed again):
 * ``r_v <= x_u + r_u`` for every input ``u`` of ``v`` inside the set (a
   recomputation needs its inputs);
 * ``x_v = 1`` for the ``fixed`` nodes;
+* ``r_v = 0`` for the ``frozen`` nodes (optional: values that may not be
+  computed again, e.g. those that read another block's value the plan
+  does not promise to hold);
+* ``x_v = 0`` for the ``dropped`` nodes (optional: values the plan does not
+  hold, e.g. a block output it recomputes);
 * memory held ``h = sum s_v x_v``, extra time ``e = sum c_v r_v``.
 
 :func:`closure_staircase` returns its exact Pareto front of ``(h, e)`` by the
@@ -112,7 +117,7 @@ class Staircase:
             self.builder.close()
 
 
-def _model(preds, needed, fixed, cost, size):
+def _model(preds, needed, fixed, cost, size, frozen=None, dropped=None):
     """The closure model on the SCIP layer (quiet, one thread, seeded):
     ``(model, x, r, held, extra)``; the caller frees the model."""
     from pyscipopt import quicksum
@@ -122,8 +127,9 @@ def _model(preds, needed, fixed, cost, size):
     m = new_model("closure_block", params={"numerics/feastol": _FEASTOL})
     try:
         k = len(needed)
-        x = [m.addVar(vtype="B", lb=1.0 if fixed[i] else 0.0) for i in range(k)]
-        r = [m.addVar(vtype="B") for _ in range(k)]
+        x = [m.addVar(vtype="B", lb=1.0 if fixed[i] else 0.0,
+                      ub=0.0 if dropped is not None and dropped[i] and not fixed[i] else 1.0) for i in range(k)]
+        r = [m.addVar(vtype="B", ub=0.0 if frozen is not None and frozen[i] else 1.0) for i in range(k)]
         for i in range(k):
             if needed[i]:
                 m.addCons(x[i] + r[i] >= 1)
@@ -141,10 +147,12 @@ class _Builder(OwnsModel):
     """The epsilon-constraint loop over one closure model, resumable (one
     SCIP model serves every cap; :meth:`close` frees it)."""
 
-    def __init__(self, nodes, preds, needed, fixed, cost, size, node_limit, max_points):
+    def __init__(self, nodes, preds, needed, fixed, cost, size, node_limit, max_points, frozen=None, dropped=None):
         k = len(nodes)
         self.nodes, self.preds = nodes, preds
         self.fixed = np.zeros(k, dtype=bool) if fixed is None else np.asarray(fixed, dtype=bool)
+        self.frozen = None if frozen is None else np.asarray(frozen, dtype=bool)
+        self.dropped = None if dropped is None else np.asarray(dropped, dtype=bool)
         self.needed = np.asarray(needed, dtype=bool)
         self.cost = np.asarray(cost, dtype=np.float64)
         size = np.asarray(size, dtype=np.int64)
@@ -164,7 +172,7 @@ class _Builder(OwnsModel):
         if self.model is None:
             sc = self.objscale
             m, x, r, held, extra = _model(self.preds, self.needed, self.fixed, [sc.coef(c) for c in self.cost],
-                                          self.units)
+                                          self.units, self.frozen, self.dropped)
             self.model, self.x, self.r = m, x, r
             self.cap_row = m.addCons(held <= cap)
             m.setObjective(extra, "minimize")
@@ -243,7 +251,7 @@ class _Builder(OwnsModel):
 
 def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: Limits | None = None,
                       max_points: int = 64, node_limit: int = 10_000, resolution: float = 1 / 256,
-                      keep_open: bool = False) -> Staircase:
+                      keep_open: bool = False, frozen=None, dropped=None) -> Staircase:
     """The exact ``(held, extra)`` Pareto front of the closure model.
 
     Parameters
@@ -253,8 +261,9 @@ def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: L
         and the masks are indexed like ``nodes``).
     preds : list of list of int
         ``preds[i]``: local indices of ``nodes[i]``'s inputs inside the block.
-    needed, fixed : bool arrays
-        See the module docstring (``fixed`` default: none).
+    needed, fixed, frozen, dropped : bool arrays
+        See the module docstring (``fixed``, ``frozen``, ``dropped``
+        default: none).
     cost, size : arrays
         Per local node.
     limits : Limits, optional
@@ -271,7 +280,7 @@ def closure_staircase(nodes, preds, *, needed, cost, size, fixed=None, limits: L
         :meth:`Staircase.close`); default: freed before returning.
     """
     limits = limits or Limits()
-    b = _Builder(nodes, preds, needed, fixed, cost, size, node_limit, max_points)
+    b = _Builder(nodes, preds, needed, fixed, cost, size, node_limit, max_points, frozen, dropped)
     try:
         total = int(b.units.sum())
         pts, ended, cap = b.walk(total, 0, int(resolution * total), limits, max_points)
