@@ -1,0 +1,170 @@
+"""Cone recomputation: the lowest-memory plan of training graphs, for budgets
+where the eviction heuristics find nothing.
+
+The forward pass runs once in the reference order, each value freed after
+its last forward reader; the backward nodes run once, in the reference
+order.  Before each backward node every forward input that is not resident
+is recomputed together with its missing ancestors (its *cone*, in index
+order, a topological order) and kept for ``horizon`` more stages; gradients
+are never recomputed.  No checkpoint is held through the backward, so the
+memory is the gradients alive plus one cone's working set; the price is
+time: a cone can be most of the forward pass (quadratic in the graph).  The
+compute sequence's minimal-memory plan is then pruned of the recomputations
+the budget does not need (:func:`hybrid_remat.core.sequence.prune_kernel`,
+within the time left) and checked by the simulator.
+
+What it is for: random layered training graphs at 35 % of the keep-all peak
+(10k nodes; ``benchmarks/results/tight_floor_s32.md``), where every other
+heuristic thrashes or runs out of evictable values.  Its plans there cost
+thousands of % TDI; it is a plan where there is none, for the improvers and
+the staged model to start from, and it runs only when named
+(``run_by_default = False``: it is slow, quadratic, and not for the
+portfolio's first phase).  Graphs without backward nodes get the keep-all
+plan when it fits, else nothing.
+
+Examples
+--------
+>>> from hybrid_remat.families import FAMILIES
+>>> from hybrid_remat.problem import Problem
+>>> from hybrid_remat.simulate import simulate
+>>> p = Problem.single(FAMILIES["random_layered"](200, 0), "75%")
+>>> plan = ConeRecompute().run(p)
+>>> plan is not None and simulate(p, plan).valid
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..core.sequence import sequence_peak_kernel
+from ..graph import FORWARD
+from ..interfaces import Heuristic
+from .common import GraphArrays, WorkMeter, finish
+
+__all__ = ["cone_plan_kernel", "cone_sequence", "same_phase_last_reader", "ConeRecompute", "BUILD_RATE",
+           "HORIZONS", "MAX_LEN"]
+
+#: sequence positions built per CPU second (about 4e6 measured at 2k-10k nodes on random layered graphs at
+#: load 6 on 2 cores, so a conservative 2e6): the length cap that keeps a build within the time left
+BUILD_RATE = 2e6
+#: the longest sequence built (400 MB of positions), whatever the limits
+MAX_LEN = 50_000_000
+#: the horizons tried, shortest sequence first (a longer horizon recomputes less, but need not need less memory)
+HORIZONS = (2, 1, 0)
+
+
+@njit(cache=True)
+def cone_plan_kernel(pred_ptr, pred_idx, once, first_until, horizon, max_len):
+    """``(seq, ok)``: the cone plan's compute sequence.
+
+    Stages run in index order; at stage ``t`` every input of ``t`` not
+    marked resident is recomputed with its non-resident ancestors (sorted by
+    index) and marked resident for ``horizon`` more stages; node ``t`` then
+    runs and stays resident until stage ``first_until[t]`` (at least
+    ``horizon`` stages), or for ever when ``once[t]``.  Empty and
+    ``ok = False`` when the sequence would pass ``max_len``.
+    """
+    n = pred_ptr.shape[0] - 1
+    seq = np.empty(max(max_len, 0), dtype=np.int64)
+    until = np.full(n, -1, dtype=np.int64)
+    mark = np.full(n, -1, dtype=np.int64)
+    stack = np.empty(n, dtype=np.int64)
+    cone = np.empty(n, dtype=np.int64)
+    k = 0
+    for t in range(n):
+        nc = 0
+        top = -1
+        for j in range(pred_ptr[t], pred_ptr[t + 1]):
+            u = pred_idx[j]
+            if until[u] < t and mark[u] != t:
+                mark[u] = t
+                top += 1
+                stack[top] = u
+        while top >= 0:
+            x = stack[top]
+            top -= 1
+            cone[nc] = x
+            nc += 1
+            for j in range(pred_ptr[x], pred_ptr[x + 1]):
+                u = pred_idx[j]
+                if until[u] < t and mark[u] != t:
+                    mark[u] = t
+                    top += 1
+                    stack[top] = u
+        if k + nc + 1 > max_len:
+            return seq[:0], False
+        c = np.sort(cone[:nc])
+        for i in range(nc):
+            seq[k] = c[i]
+            k += 1
+            until[c[i]] = t + horizon
+        seq[k] = t
+        k += 1
+        until[t] = n + 1 if once[t] else max(t + horizon, first_until[t])
+    return seq[:k], True
+
+
+def same_phase_last_reader(graph) -> np.ndarray:
+    """Each node's last reader of its own phase (itself when none): how long
+    its first computation stays resident in the cone plan."""
+    ph = np.asarray(graph.phase)
+    out = np.arange(graph.n, dtype=np.int64)
+    sp, si = graph.succ_ptr, graph.succ_idx
+    dst = si
+    src = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(sp))
+    keep = ph[dst] == ph[src]
+    np.maximum.at(out, src[keep], dst[keep])
+    return out
+
+
+def cone_sequence(graph, horizon: int, max_len: int):
+    """``(seq, ok)``: :func:`cone_plan_kernel` on ``graph`` (backward-phase
+    nodes computed once)."""
+    once = np.asarray(graph.phase) != FORWARD
+    return cone_plan_kernel(graph.pred_ptr, graph.pred_idx, once, same_phase_last_reader(graph), int(horizon),
+                            int(max_len))
+
+
+class ConeRecompute(Heuristic):
+    """Backward in the reference order, each missing forward input recomputed
+    from scratch with its cone (module docstring); run only when named."""
+
+    name = "cone_recompute"
+    version = "1"
+    capabilities = frozenset({"dag", "chain", "single_device", "needs_budget", "honours_limits", "deterministic"})
+    rank = 7.0
+    run_by_default = False
+
+    def run(self, problem, *, seed: int = 0, limits=None):
+        """The pruned cone plan of the first horizon in :data:`HORIZONS`
+        whose peak fits, the keep-all plan when it fits, or ``None`` (nothing
+        fits, no backward nodes, or the time ran out: a build that would pass
+        what the time left allows is not started)."""
+        if not problem.is_single_device:
+            return None
+        g = problem.graph
+        a = GraphArrays.from_problem(problem)
+        ref = np.arange(g.n, dtype=np.int64)
+        ones = np.ones(g.n, dtype=np.bool_)
+        if sequence_peak_kernel(ref, ones, a.bytes, a.pred_ptr, a.pred_idx) <= a.budget:
+            return finish(problem, a, ref, self.name)
+        if not (np.asarray(g.phase) != FORWARD).any():
+            return None
+        meter = WorkMeter(limits, floor=4 * g.n)
+        for h in HORIZONS:
+            if meter.spent:
+                return None
+            # a third of the time left: the peak, the prune, the plan and its simulation follow
+            cap = min(meter.budget(BUILD_RATE) // 3, MAX_LEN, g.n * (g.n + 1))
+            seq, ok = cone_sequence(g, h, max(cap, min(4 * g.n, MAX_LEN)))
+            meter.take(seq.shape[0])
+            if not ok:
+                return None      # a shorter horizon gives a longer sequence
+            peak = sequence_peak_kernel(seq, np.ones(seq.shape[0], dtype=np.bool_), a.bytes, a.pred_ptr, a.pred_idx)
+            if peak <= a.budget:
+                if not meter.spent:
+                    seq = meter.prune(a, seq)
+                return finish(problem, a, seq, self.name, horizon=h)
+        return None
