@@ -13,14 +13,20 @@ compute sequence's minimal-memory plan is then pruned of the recomputations
 the budget does not need (:func:`hybrid_remat.core.sequence.prune_kernel`,
 within the time left) and checked by the simulator.
 
-What it is for: random layered training graphs at 35 % of the keep-all peak
-(10k nodes; ``benchmarks/results/tight_floor_s32.md``), where every other
-heuristic thrashes or runs out of evictable values.  Its plans there cost
-thousands of % TDI; it is a plan where there is none, for the improvers and
-the staged model to start from, and it runs only when named
-(``run_by_default = False``: it is slow, quadratic, and not for the
-portfolio's first phase).  Graphs without backward nodes get the keep-all
-plan when it fits, else nothing.
+What it is for: a first plan where every other heuristic thrashes or runs
+out of evictable values.  On the 10k-node random layered training graph at
+35 % of the keep-all peak it gives a valid plan (horizon 0, peak 33.9 %)
+when given a minute (64.7 s at load 5 on 2 cores;
+``benchmarks/results/tight_standalone_10k35_s32.md``), where no heuristic
+plans; with 10 s it stops without one.  At 2k nodes it plans at 40 % only
+(its class needs 38.5 % there, ``benchmarks/results/tight_floor_s32.md``),
+where ``dtr_next_use`` is far better.  Its plans cost tens of thousands of %
+TDI: they are a start for the improvers, not a result.  It runs only when
+named (``run_by_default = False``: quadratic in the graph, never for the
+portfolio's first phase); at 100k nodes it gives up within its limits (a
+build longer than a third of what the time left allows is not finished).
+Graphs without backward nodes get the keep-all plan when it fits, else
+nothing.
 
 Examples
 --------
