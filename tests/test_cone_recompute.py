@@ -107,3 +107,13 @@ def test_registered_but_not_run_by_default():
 
     h = plugins.heuristics()["cone_recompute"]
     assert getattr(h, "run_by_default", True) is False
+
+
+def test_warmup_compiles_the_kernel_it_runs():
+    h = ConeRecompute()
+    h.warmup()
+    assert cone_plan_kernel.signatures  # compiled (or loaded from the cache) for the run's argument types
+    g = FAMILIES["random_layered"](120, 0)
+    n_sigs = len(cone_plan_kernel.signatures)
+    cone_sequence(g, 0, 400 * g.n)
+    assert len(cone_plan_kernel.signatures) == n_sigs  # no new compilation inside a run

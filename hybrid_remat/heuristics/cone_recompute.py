@@ -16,11 +16,12 @@ within the time left) and checked by the simulator.
 What it is for: a first plan where every other heuristic thrashes or runs
 out of evictable values.  On the 10k-node random layered training graph at
 35 % of the keep-all peak it gives a valid plan (horizon 0, peak 33.9 %)
-when given a minute (64.7 s at load 5 on 2 cores;
+when given a minute (45.1 s at load 5.5 on 2 cores, TDI 91816 %;
 ``benchmarks/results/tight_standalone_10k35_s32.md``), where no heuristic
 plans; with 10 s it stops without one.  At 2k nodes it plans at 40 % only
-(its class needs 38.5 % there, ``benchmarks/results/tight_floor_s32.md``),
-where ``dtr_next_use`` is far better.  Its plans cost tens of thousands of %
+(5352 % TDI in 1.6 s; its class needs 38.5 % there,
+``benchmarks/results/tight_floor_s32.md``), where ``dtr_next_use`` gives
+30.1 %.  Its plans cost tens of thousands of %
 TDI: they are a start for the improvers, not a result.  It runs only when
 named (``run_by_default = False``: quadratic in the graph, never for the
 portfolio's first phase); at 100k nodes it gives up within its limits (a
@@ -57,8 +58,9 @@ __all__ = ["cone_plan_kernel", "cone_sequence", "same_phase_last_reader", "ConeR
 BUILD_RATE = 2e6
 #: the longest sequence built (400 MB of positions), whatever the limits
 MAX_LEN = 50_000_000
-#: the horizons tried, shortest sequence first (a longer horizon recomputes less, but need not need less memory)
-HORIZONS = (2, 1, 0)
+#: the horizons tried, in this order (the cheapest plan that fits is kept): 0 has the lowest peak on random layered graphs (38.5 / 38.8 / 42.3 % of
+#: keep-all at 2k nodes for 0 / 1 / 2, 33.9 / 37.3 / 36.2 % at 10k), a longer one builds a shorter sequence
+HORIZONS = (0, 1, 2)
 
 
 @njit(cache=True)
@@ -143,11 +145,17 @@ class ConeRecompute(Heuristic):
     rank = 7.0
     run_by_default = False
 
+    def warmup(self) -> None:
+        """Compile (or load) the kernel on a two-node graph, outside any time limit."""
+        ptr, idx = np.array([0, 0, 1], dtype=np.int64), np.array([0], dtype=np.int64)
+        cone_plan_kernel(ptr, idx, np.array([False, True]), np.array([1, 1], dtype=np.int64), 0, 8)
+
     def run(self, problem, *, seed: int = 0, limits=None):
-        """The pruned cone plan of the first horizon in :data:`HORIZONS`
-        whose peak fits, the keep-all plan when it fits, or ``None`` (nothing
-        fits, no backward nodes, or the time ran out: a build that would pass
-        what the time left allows is not started)."""
+        """The keep-all plan when it fits, else the cheapest pruned cone plan
+        of the horizons in :data:`HORIZONS` whose peak fits (tried in that
+        order while time is left), or ``None`` (nothing fits, no backward
+        nodes, or the time ran out: a build is stopped when it passes a third
+        of what the time left allows)."""
         if not problem.is_single_device:
             return None
         g = problem.graph
@@ -159,18 +167,24 @@ class ConeRecompute(Heuristic):
         if not (np.asarray(g.phase) != FORWARD).any():
             return None
         meter = WorkMeter(limits, floor=4 * g.n)
+        best = None             # (cost, horizon, sequence) of the cheapest pruned sequence that fits
         for h in HORIZONS:
             if meter.spent:
-                return None
+                break
             # a third of the time left: the peak, the prune, the plan and its simulation follow
-            cap = min(meter.budget(BUILD_RATE) // 3, MAX_LEN, g.n * (g.n + 1))
-            seq, ok = cone_sequence(g, h, max(cap, min(4 * g.n, MAX_LEN)))
-            meter.take(seq.shape[0])
+            cap = max(min(meter.budget(BUILD_RATE) // 3, MAX_LEN, g.n * (g.n + 1)), min(4 * g.n, MAX_LEN))
+            seq, ok = cone_sequence(g, h, cap)
+            meter.take(seq.shape[0] if ok else cap)
             if not ok:
-                return None      # a shorter horizon gives a longer sequence
+                continue         # too long for the time left: a longer horizon builds a shorter sequence
             peak = sequence_peak_kernel(seq, np.ones(seq.shape[0], dtype=np.bool_), a.bytes, a.pred_ptr, a.pred_idx)
-            if peak <= a.budget:
-                if not meter.spent:
-                    seq = meter.prune(a, seq)
-                return finish(problem, a, seq, self.name, horizon=h)
-        return None
+            if peak > a.budget:
+                continue
+            if not meter.spent:
+                seq = meter.prune(a, seq)
+            cost = float(a.cost[seq].sum())
+            if best is None or cost < best[0]:
+                best = (cost, h, seq)
+        if best is None:
+            return None
+        return finish(problem, a, best[2], self.name, horizon=best[1])
