@@ -13,9 +13,11 @@ def hybrid_remat_register_heuristics():
     from ..hetero.lifted import LiftedSingleDevice
     from ..hetero.paging import HeftOffload
     from ..heuristics import builtin_heuristics
+    from ..heuristics.cone_recompute import ConeRecompute
     from ..heuristics.order_search import NoRecomputeOrder, SearchedOrder
     from ..heuristics.reorder import MemoryOrder, SinksLast
 
     # local_search is a heuristic too: from scratch it builds plans by budget continuation when nothing else fits
     return builtin_heuristics() + [LPRounding(), SinksLast(), MemoryOrder(), NoRecomputeOrder(),
-                                   SearchedOrder(), HeftScheduler(), HeftOffload(), LiftedSingleDevice()]
+                                   SearchedOrder(), HeftScheduler(), HeftOffload(), LiftedSingleDevice(),
+                                   ConeRecompute()]
