@@ -21,6 +21,9 @@ for the best-valued component; where rows say where each planned (``plans``), on
 :data:`QUICK_START_MIN_PLANS` of their instances (DTR's size rule thrashes on random layered graphs and U-Nets:
 ``dtr_belady`` plans on every family).
 
+*Share users* (heuristics with a value but no time fit: they use the time they are given) run right after the
+probes (run last, ``memory_order`` had 0.5 s and no plan on a random layered 2k graph; 2.8 s: the best plan).
+
 Fairness.  A component outside the calibration table (a plugin, a new built-in) has no figures to earn a turn with:
 it gets a *short first slot* in its phase, right after the quick start, before the calibrated ones, ordered by its
 declared ``rank`` (its share in the construct phase is :data:`PROBE_SHARE` of the time left).  It is then calibrated
@@ -168,12 +171,10 @@ class Task:
 
 @dataclass
 class Assignment:
-    """What an executor runs: ``task`` (its note says the round) with
-    ``seed`` until ``deadline`` (a :func:`~hybrid_remat.limits.now` value;
-    ``share`` seconds from when it was given).  ``entry`` numbers the task
-    in :attr:`Scheduler.tasks` (a forked worker finds its component there),
-    ``number`` the assignment in the run; ``contained``: the component does
-    not declare ``"honours_limits"``, so it must run where it can be
+    """What an executor runs: ``task`` (its note says the round) with ``seed`` until ``deadline`` (a
+    :func:`~hybrid_remat.limits.now` value; ``share`` seconds from when it was given).  ``entry`` numbers the
+    task in :attr:`Scheduler.tasks` (a forked worker finds its component there), ``number`` the assignment in
+    the run; ``contained``: the component does not declare ``"honours_limits"``, so it must run where it can be
     killed at its deadline."""
 
     task: Task
@@ -358,12 +359,11 @@ class Scheduler:
 
     @staticmethod
     def _by_priority(tasks: list) -> list:
-        """Components without figures first (their short first slot), by
-        ``rank``; then the calibrated ones by priority; then the rest
-        (figures without a prediction) by ``rank``."""
+        """Components without figures first (their short first slot), by ``rank``; then the *share users*
+        (module docstring), by ``rank``; then the calibrated ones by priority; then the rest by ``rank``."""
         def key(t):
-            if t.probe:
-                return (0, 0.0, float(getattr(t.obj, "rank", 10.0)), t.index)
+            if t.probe or (t.kind == "heuristic" and t.priority is None):   # a probe, or a share user
+                return (0 if t.probe else 0.5, 0.0, float(getattr(t.obj, "rank", 10.0)), t.index)
             if t.priority is not None:
                 return (1, -t.priority, 0.0, t.index)
             return (2, 0.0, float(getattr(t.obj, "rank", 10.0)), t.index)
