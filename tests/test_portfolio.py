@@ -470,6 +470,19 @@ def test_order_is_value_per_second_then_rank():
                   table=table | {"no_fit_bound": {"c": None, "k": None, "value": 1.0}})
     assert [t.name for t in s.construct] == ["fast_good", "unknown_a", "unknown_b", "share_b", "share_a",
                                              "slow_good", "fast_bad", "no_fit_bound"]
+    # ... and after the last constructor of a positive priority (a block solver: its proof needs its time)
+    table |= {"constructor": {"c": 2e-6, "k": 1.0, "value": 0.9}}
+    s = Scheduler(p, heuristics=hs + [H("share_b", 3), H("share_a", 4)], formulations=[_Constructor()], table=table)
+    assert [t.name for t in s.construct] == ["fast_good", "unknown_a", "unknown_b", "constructor", "share_b",
+                                             "share_a", "slow_good", "fast_bad"]
+
+
+class _Constructor(Formulation):
+    name = "constructor"
+    capabilities = frozenset({"dag", "chain", "single_device"})
+
+    def solve(self, problem, *, incumbent=None, limits=None, seed=0, on_incumbent=None, on_bound=None):
+        return FormulationResult("no_solution")
 
 
 class _NoFitBound(Bound):
