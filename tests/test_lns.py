@@ -76,3 +76,34 @@ def test_formulations_run_by_rank_and_decomposed_only_when_named():
     r = anytime_solve(p, 5, formulations=["decomposed"], node_limit=100)
     assert [x.source for x in r.report if x.kind == "formulation"] == ["decomposed"]
     assert np.isfinite(r.objective)
+
+
+def test_a_search_from_a_plan_runs_in_the_plans_order(monkeypatch):
+    from hybrid_remat.heuristics import local_search as ls
+    from hybrid_remat.heuristics.reorder import MemoryOrder
+
+    p = _problem(seed=2, n=80)
+    start = MemoryOrder().run(p, limits=Limits(work=5_000_000))
+    assert start is not None and simulate(p, start).valid
+    order = ls.plan_order(p, start)
+    assert order is not None and sorted(order.tolist()) == list(range(p.graph.n))
+    pos = np.empty_like(order)
+    pos[order] = np.arange(order.size)
+    e = p.graph.edges()
+    assert (pos[e[:, 0]] < pos[e[:, 1]]).all()                      # topological
+    seen_problems = []
+    search = LocalSearch._search
+
+    def spy(self, problem, plan=None, **kw):
+        seen_problems.append((problem, plan))
+        return search(self, problem, plan, **kw)
+
+    monkeypatch.setattr(LocalSearch, "_search", spy)
+    reports = []
+    for imp in (LocalSearch(None, max_iters=20), LNS(max_iters=20)):
+        out = imp.improve(p, start, limits=Limits(work=5_000_000), on_incumbent=lambda pl, s: reports.append(pl))
+        q, q_start = seen_problems[-1]
+        assert q is not p and ls.plan_order(q, q_start) is None       # the plan's order is the searched one's own
+        sim = simulate(p, out)                                        # the result in the original numbering
+        assert sim.valid and sim.total_time <= simulate(p, start).total_time
+    assert all(simulate(p, pl).valid for pl in reports)

@@ -463,6 +463,34 @@ def test_order_is_value_per_second_then_rank():
     s = Scheduler(p, heuristics=hs, table=table)
     # the quick start, then the components without figures (their short first slot) by rank, then by priority
     assert [t.name for t in s.construct] == ["fast_good", "unknown_a", "unknown_b", "slow_good", "fast_bad"]
+    # share users (a heuristic with a value but no time fit: it uses the time it is given) right after the
+    # probes, by rank; a bound with figures but no fit stays last
+    table |= {"share_a": {"c": None, "k": None, "value": 0.1}, "share_b": {"c": None, "k": None, "value": 0.2}}
+    s = Scheduler(p, heuristics=hs + [H("share_b", 3), H("share_a", 4)], bounds=[_NoFitBound()],
+                  table=table | {"no_fit_bound": {"c": None, "k": None, "value": 1.0}})
+    assert [t.name for t in s.construct] == ["fast_good", "unknown_a", "unknown_b", "share_b", "share_a",
+                                             "slow_good", "fast_bad", "no_fit_bound"]
+    # ... and after the last constructor of a positive priority (a block solver: its proof needs its time)
+    table |= {"constructor": {"c": 2e-6, "k": 1.0, "value": 0.9}}
+    s = Scheduler(p, heuristics=hs + [H("share_b", 3), H("share_a", 4)], formulations=[_Constructor()], table=table)
+    assert [t.name for t in s.construct] == ["fast_good", "unknown_a", "unknown_b", "constructor", "share_b",
+                                             "share_a", "slow_good", "fast_bad"]
+
+
+class _Constructor(Formulation):
+    name = "constructor"
+    capabilities = frozenset({"dag", "chain", "single_device"})
+
+    def solve(self, problem, *, incumbent=None, limits=None, seed=0, on_incumbent=None, on_bound=None):
+        return FormulationResult("no_solution")
+
+
+class _NoFitBound(Bound):
+    name = "no_fit_bound"
+    capabilities = frozenset({"dag", "chain", "single_device"})
+
+    def bound(self, problem, *, limits=None):
+        return BoundResult(problem.base_cost, ALL_PLANS)
 
 
 def test_the_quickest_heuristic_that_gave_plans_starts_before_the_best_valued():

@@ -124,7 +124,13 @@ def _model(preds, needed, fixed, cost, size, frozen=None, dropped=None):
 
     from ..scip import new_model
 
-    m = new_model("closure_block", params={"numerics/feastol": _FEASTOL})
+    # SCIP runs past its time limit where it does not look at the clock: copying every solution back to
+    # the original space after a solve (misc/transsolsorig), sub-MIP heuristics (RENS: 1.2 s on a
+    # 48-variable closure model re-solved after freeTransform, 0.01 s without) and the knapsack row's dual
+    # presolving (1.4 s on the same model): all off on these small models (a 20 s portfolio's segments
+    # probe overran its limits by 12 s at 2k nodes)
+    m = new_model("closure_block", params={"numerics/feastol": _FEASTOL, "misc/transsolsorig": False,
+                                           "heuristics": "FAST", "constraints/knapsack/dualpresolving": False})
     try:
         k = len(needed)
         x = [m.addVar(vtype="B", lb=1.0 if fixed[i] else 0.0,

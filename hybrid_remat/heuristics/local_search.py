@@ -68,7 +68,7 @@ from .common import GraphArrays, WorkMeter, finish, sequence_of_plan
 from .lifetime_split import ruin_and_recreate, split_continuation, split_sequence
 from .lns_segments import SegmentSearch
 
-__all__ = ["DropRecomputations", "LocalSearch", "LNS", "FIRST_START_WORK"]
+__all__ = ["DropRecomputations", "LocalSearch", "LNS", "FIRST_START_WORK", "plan_order", "PLAN_ORDER_MAX_NODES"]
 
 _SCORES = ("next_use_full", "dtr_eq", "next_use_eq", "dtr", "msps")
 #: work units the first deterministic start may use even when the limits are already spent (about 10 ms):
@@ -183,7 +183,28 @@ class LocalSearch(Improver):
         ``limits`` bounds time and work (and the object's ``time_limit``,
         the tighter applies); ``max_iters`` overrides the move budget
         (``-1``: the object's).  ``on_incumbent(plan, name)`` receives each
-        strict improvement over ``plan`` as it is found."""
+        strict improvement over ``plan`` as it is found.
+
+        From a plan, the search runs in the plan's order (the order of its
+        first computations, :func:`plan_order`): its fresh plans (splitting,
+        DTR eviction) follow that order instead of the graph's, so that a
+        plan found in another order (``memory_order``) is improved in it."""
+        order = plan_order(problem, plan)
+        if order is None:
+            return self._search(problem, plan, seed=seed, limits=limits, on_incumbent=on_incumbent,
+                                shared=shared, max_iters=max_iters)
+        from ..core.reductions import plan_to_original, plan_to_relabelled, relabel
+
+        q, _ = relabel(problem, order)
+        back = None if on_incumbent is None else (lambda p, name: on_incumbent(plan_to_original(p, order), name))
+        start = plan_to_relabelled(plan, order)
+        out = self._search(q, start, seed=seed, limits=limits, on_incumbent=back,
+                           shared=None if shared is None else _Relabelled(shared, order), max_iters=max_iters)
+        return plan if out is None or out is start else plan_to_original(out, order)
+
+    def _search(self, problem, plan=None, *, seed: int = 0, limits=None, on_incumbent=None, shared=None,
+                max_iters: int | None = -1):
+        """:meth:`improve` in the problem's own order."""
         lim = self._limits(limits)
         moves = self.max_iters if max_iters == -1 else max_iters
         a = GraphArrays.from_problem(problem)
@@ -350,6 +371,62 @@ class LocalSearch(Improver):
         except PlanError:
             return None
         return seq, float(a.cost[seq].sum())
+
+
+#: above this many nodes a search from a plan stays in the graph's order (relabelling the problem builds a
+#: new graph: about a second at 100k nodes, out of a short polish share)
+PLAN_ORDER_MAX_NODES = 30_000
+
+
+def plan_order(problem, plan) -> np.ndarray | None:
+    """The order of ``plan``'s first computations, when it is a topological
+    order of every node that differs from the graph's own and the graph has
+    at most :data:`PLAN_ORDER_MAX_NODES` nodes (single device); else ``None``.
+
+    Examples
+    --------
+    >>> from hybrid_remat.graph import Graph
+    >>> from hybrid_remat.plan import plan_from_order
+    >>> from hybrid_remat.problem import Problem
+    >>> g = Graph.from_arrays([1, 1, 1], [(0, 2), (1, 2)], [1.0] * 3)
+    >>> p = Problem.single(g, 3)
+    >>> plan_order(p, plan_from_order(g, [1, 0, 2])).tolist()
+    [1, 0, 2]
+    >>> plan_order(p, plan_from_order(g, [0, 1, 2])) is None
+    True
+    """
+    n = problem.graph.n
+    if plan is None or not problem.is_single_device or n > PLAN_ORDER_MAX_NODES:
+        return None
+    nodes = np.asarray(plan.node)[np.asarray(plan.op) == 0]
+    _, first = np.unique(nodes, return_index=True)
+    if first.size != n:
+        return None
+    order = nodes[np.sort(first)].astype(np.int64)
+    if np.array_equal(order, np.arange(n)):
+        return None
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    e = problem.graph.edges()
+    if len(e) and np.any(pos[e[:, 0]] >= pos[e[:, 1]]):
+        return None
+    return order
+
+
+class _Relabelled:
+    """The portfolio's incumbent (``shared``) in a relabelled numbering."""
+
+    def __init__(self, shared, order):
+        self.shared, self.order = shared, order
+
+    def incumbent_value(self):
+        return self.shared.incumbent_value()
+
+    def incumbent(self):
+        from ..core.reductions import plan_to_relabelled
+
+        inc = self.shared.incumbent()
+        return None if inc is None else plan_to_relabelled(inc, self.order)
 
 
 class LNS(LocalSearch):

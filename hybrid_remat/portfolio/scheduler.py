@@ -21,6 +21,10 @@ for the best-valued component; where rows say where each planned (``plans``), on
 :data:`QUICK_START_MIN_PLANS` of their instances (DTR's size rule thrashes on random layered graphs and U-Nets:
 ``dtr_belady`` plans on every family).
 
+*Share users* (heuristics with a value but no time fit: they use the time they are given) run after the probes
+and the constructors of a positive priority (last, ``memory_order`` had 0.5 s and no plan on a random layered 2k
+graph, 2.8 s give the best plan; before the block solver, they took the time it needs to prove a decoder's plan).
+
 Fairness.  A component outside the calibration table (a plugin, a new built-in) has no figures to earn a turn with:
 it gets a *short first slot* in its phase, right after the quick start, before the calibrated ones, ordered by its
 declared ``rank`` (its share in the construct phase is :data:`PROBE_SHARE` of the time left).  It is then calibrated
@@ -143,10 +147,9 @@ DONE = _Mark("DONE")
 
 @dataclass
 class Task:
-    """One run of one component: ``kind`` (heuristic, bound, improver,
-    formulation, reduction), the object, its phase (construct, reduce,
-    polish, long), a note prefix for its report row (``"second round: "``),
-    its prediction and priority."""
+    """One run of one component: ``kind`` (heuristic, bound, improver, formulation, reduction), the object,
+    its phase (construct, reduce, polish, long), a note prefix for its report row (``"second round: "``), its
+    prediction and priority."""
 
     kind: str
     obj: object
@@ -168,12 +171,10 @@ class Task:
 
 @dataclass
 class Assignment:
-    """What an executor runs: ``task`` (its note says the round) with
-    ``seed`` until ``deadline`` (a :func:`~hybrid_remat.limits.now` value;
-    ``share`` seconds from when it was given).  ``entry`` numbers the task
-    in :attr:`Scheduler.tasks` (a forked worker finds its component there),
-    ``number`` the assignment in the run; ``contained``: the component does
-    not declare ``"honours_limits"``, so it must run where it can be
+    """What an executor runs: ``task`` (its note says the round) with ``seed`` until ``deadline`` (a
+    :func:`~hybrid_remat.limits.now` value; ``share`` seconds from when it was given).  ``entry`` numbers the
+    task in :attr:`Scheduler.tasks` (a forked worker finds its component there), ``number`` the assignment in
+    the run; ``contained``: the component does not declare ``"honours_limits"``, so it must run where it can be
     killed at its deadline."""
 
     task: Task
@@ -358,15 +359,15 @@ class Scheduler:
 
     @staticmethod
     def _by_priority(tasks: list) -> list:
-        """Components without figures first (their short first slot), by
-        ``rank``; then the calibrated ones by priority; then the rest
-        (figures without a prediction) by ``rank``."""
+        """Components without figures first (their short first slot), by ``rank``; then the calibrated ones by
+        priority, the *share users* (module docstring) by ``rank`` after the last constructor; then the rest."""
+        last = max((-t.priority for t in tasks if t.kind == "formulation" and (t.priority or 0) > 0), default=-1e300)
+
         def key(t):
-            if t.probe:
-                return (0, 0.0, float(getattr(t.obj, "rank", 10.0)), t.index)
-            if t.priority is not None:
-                return (1, -t.priority, 0.0, t.index)
-            return (2, 0.0, float(getattr(t.obj, "rank", 10.0)), t.index)
+            rank = float(getattr(t.obj, "rank", 10.0))
+            if t.probe or t.priority is not None:
+                return (0, 0.0, rank, t.index) if t.probe else (1, -t.priority, 0.0, t.index)
+            return (1, last, 1.0 + rank, t.index) if t.kind == "heuristic" else (2, 0.0, rank, t.index)
 
         return sorted(tasks, key=key)
 
