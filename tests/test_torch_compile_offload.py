@@ -117,3 +117,47 @@ def test_without_offload_nothing_is_offloaded_and_misuse_is_an_error():
         hrt.CompilePartitioner(0.5, offload="yes")
     with pytest.raises(HybridRematError, match="offload_bandwidth"):
         hrt.CompilePartitioner(0.5, offload=True, offload_bandwidth=0)
+
+
+def test_plan_offload_figures_are_the_simulators():
+    """On a remat graph: the offloaded plan is valid, its device peak is lower by what leaves the device, the
+    copies are in its time, and a value is out of the device only between its last forward and first backward reader."""
+    import numpy as np
+
+    from hybrid_remat.graph import Graph
+    from hybrid_remat.problem import Device, Problem
+    from hybrid_remat.simulate import simulate
+    from hybrid_remat.torch._offload import HOST, offload_problem, plan_offload
+    from hybrid_remat.torch._planner import executable_plan
+
+    # forward 0 -> 1 -> 2 -> 3, backward 4 (reads 3) -> 5 (reads 2) -> 6 (reads 1) -> 7 (reads 0)
+    edges = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (2, 5), (5, 6), (1, 6), (6, 7), (0, 7)]
+    tm = {"op": ["op"] * 8, "n_forward": 4, "overwritten": [False] * 8, "takes_from": [[] for _ in range(8)],
+          "moves": [[] for _ in range(8)], "device": "gpu", "costs": "flops"}
+    g = Graph.from_arrays([10] * 8, edges, {"gpu": [1.0] * 8}, phase=[0] * 4 + [1] * 4, required=[7],
+                          meta={"torch": tm})
+    keep = np.ones(4, dtype=bool)
+    base = executable_plan(g, keep, "gpu")
+    prob = Problem(g, [Device("gpu", "gpu", 10 ** 6)], check=False)
+    ref = simulate(prob, base, check_budget=False)
+    oprob = offload_problem(prob, bandwidth=10.0)
+    plan, chosen, sim = plan_offload(oprob, base, 4, {0: [], 1: [], 2: [], 3: []}, ref.peak_bytes["gpu"] - 10,
+                                     float("inf"))
+    again = simulate(oprob, plan, check_budget=False)
+    assert sim.valid and again.peak_bytes == sim.peak_bytes and chosen
+    assert sim.peak_bytes["gpu"] <= ref.peak_bytes["gpu"] - 10 and sim.peak_bytes[HOST] >= 10
+    n_copies = int((plan.op == 2).sum())
+    assert n_copies == 2 * len(chosen)
+    assert sim.total_time == pytest.approx(ref.total_time + sum(2 * (1e-5 + 10 / 10.0) for _ in chosen))
+    # nothing to offload across the peak: the plan stays as it was
+    _, none, same = plan_offload(oprob, base, 4, {}, 1, float("inf"))
+    assert not none and same.peak_bytes["gpu"] == ref.peak_bytes["gpu"]
+
+
+def test_the_gpu_benchmark_skips_without_cuda(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device: the benchmark would run")
+    from benchmarks.torch_compile_offload import main
+
+    assert main([]) == 0
+    assert "skipped, no CUDA" in capsys.readouterr().out
