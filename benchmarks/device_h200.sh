@@ -20,6 +20,9 @@ else TG_S=${TORCH_GPU_S:-280}; TG_MAX=${TORCH_GPU_MAX:-220}; fi
   timeout 60 python3 -m benchmarks.torch_checkpoint_call --device cuda --out "$OUT" 2>&1 | tail -4
 [ "${SKIP_TORCH:-0}" = 1 ] || \
   timeout "$TG_S" python3 -m benchmarks.torch_gpu --out "$OUT" --max-seconds "$TG_MAX" 2>&1 | tee "$OUT/torch_gpu.log"
+# CompilePartitioner(offload=True): budgets below keep/recompute's lowest, measured max_memory_allocated (SKIP_OFFLOAD=1 skips)
+[ "${SKIP_OFFLOAD:-0}" = 1 ] || \
+  timeout "${OFFLOAD_S:-300}" python3 -m benchmarks.torch_compile_offload --out "$OUT" 2>&1 | tee "$OUT/torch_compile_offload.log"
 # the zoo (transformers / timm models against their own checkpointing) when asked: ZOO=1 (needs both packages)
 [ "${ZOO:-0}" = 1 ] && \
   timeout "${ZOO_S:-300}" python3 -m benchmarks.torch_zoo --device cuda --rounds 11 --out "$OUT" 2>&1 | tee "$OUT/torch_zoo.log"

@@ -176,11 +176,6 @@ def test_an_unreachable_budget_names_a_budget_that_plans():
     assert part.reports[-1]["fits"]
 
 
-def test_offload_is_refused_clearly():
-    with pytest.raises(HybridRematError, match="offload=True. is not implemented yet.*MUST_CPU_OFFLOAD"):
-        hrt.CompilePartitioner(0.5, offload=True)
-
-
 def test_batch_norm_is_not_recomputed_and_matches_eager():
     """Recomputing a training batch norm in backward would read the running
     statistics it has updated (autograd's version check fails): saved."""

@@ -22,7 +22,21 @@ bool mask (:mod:`~hybrid_remat.torch._rng_masks`, bit-identical): the mask
 (1 byte per element) is saved, the float output saved or recomputed like
 any deterministic value.
 Training batch norm (it updates the running statistics it reads) is saved
-too.  Offloading is not implemented (see ``offload``).
+too.
+
+Offloading (``offload=True``, :mod:`~hybrid_remat.torch._offload`): a
+candidate over the budget may also hold saved values in host memory between
+the forward and the backward; the simulated plan gets the copies (out after
+the value's last forward reader, back before its first backward reader, at
+torch's ``activation_offload_cpu_gpu_bw``), the offloaded bytes leave the
+device peak in between and the copies count in the time.  Only values
+torch's ``can_offload`` accepts are chosen; after torch's partition the
+chosen forward outputs are marked ``should_offload`` and torch's
+``enable_activation_offloading`` pass inserts the transfers.  On the CPU the
+host is the device: ``offload=True`` is refused there, ``offload="test"``
+plans and inserts the transfers as on an accelerator (a test mode: the
+report says no device memory is saved and the promise counts the offloaded
+bytes as resident).
 
 The budget, in the library's grammar:
 
@@ -66,6 +80,7 @@ from ..graph import Graph
 from ..problem import Device, Problem
 from ..simulate import simulate
 from ._joint import joint_to_graph
+from ._offload import apply_offload, offload_choice
 from ._planner import executable_plan, search_keep_set
 from ._rng_masks import mask_only_bytes, recompute_dropout_from_masks
 from .compile import Program, is_rng_node, warm_up
@@ -74,7 +89,7 @@ __all__ = ["CompilePartitioner", "HAS_CPU_OFFLOAD"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = tuple(os.path.join(_HERE, f) for f in ("partition.py", "compile.py", "_joint.py", "_planner.py",
-                                                   "_rng_masks.py", "cost_model.py"))
+                                                   "_rng_masks.py", "cost_model.py", "_offload.py"))
 #: PT2's own ``activation_memory_budget`` values whose min-cut partitions are candidates.
 PT2_BUDGETS = (1.0, 0.5, 0.2, 0.0)
 
@@ -103,10 +118,16 @@ class CompilePartitioner(CustomPartitionerFn):
         Seconds per joint graph.
     use_solvers : bool
         Also map the plan of ``anytime_solve`` (slower).
-    offload : bool
-        Offloading saved values to the CPU (``MUST_CPU_OFFLOAD``): not
-        implemented yet, refused with a clear error (torch 2.13's partitioner
-        reads no such tag; only a CUDA testing pass exists).
+    offload : bool or "test"
+        Also hold saved values in host memory between forward and backward
+        (torch's ``enable_activation_offloading`` pass inserts the copies),
+        chosen where the simulated peak needs it; the copies count in the
+        predicted time.  Activations on the CPU: ``True`` is refused (the host
+        is the device, nothing is saved); ``"test"`` plans and offloads there
+        as on an accelerator, to test the passes (no memory saved).
+    offload_bandwidth : float, optional
+        Host<->device bytes per second; default torch's
+        ``activation_offload_cpu_gpu_bw``.
     over_budget : {"raise", "warn"}
         No partition fits: ``"raise"`` a :class:`~hybrid_remat.errors.BudgetError`
         naming the lowest peak found and a budget that plans, or ``"warn"``
@@ -118,7 +139,8 @@ class CompilePartitioner(CustomPartitionerFn):
     ----------
     reports : list of dict
         One per joint graph: budget, predicted peak and time, family chosen,
-        saved bytes, candidates, seconds.
+        saved bytes, candidates, seconds; ``"offload"`` (with ``offload``):
+        the values offloaded, their bytes, the values torch refuses.
 
     Examples
     --------
@@ -132,24 +154,24 @@ class CompilePartitioner(CustomPartitionerFn):
     hybrid_remat.errors.BudgetError: budget 1.5 is ambiguous: a number above 1 without a unit must be whole bytes; write 150% or a size such as 1.5GB
     """
 
-    def __init__(self, budget, time_limit: float = 5.0, *, use_solvers: bool = False, offload: bool = False,
-                 over_budget: str = "raise"):
+    def __init__(self, budget, time_limit: float = 5.0, *, use_solvers: bool = False, offload=False,
+                 offload_bandwidth: float | None = None, over_budget: str = "raise"):
         if over_budget not in ("raise", "warn"):
             raise HybridRematError(f"over_budget must be 'raise' or 'warn', not {over_budget!r}")
         if not (isinstance(time_limit, (int, float)) and not isinstance(time_limit, bool)
                 and math.isfinite(time_limit) and time_limit > 0):
             raise HybridRematError(f"time_limit must be a positive number of seconds, not {time_limit!r}")
-        if offload:
-            raise HybridRematError(
-                "CompilePartitioner(offload=True) is not implemented yet: this torch "
-                f"{'has' if HAS_CPU_OFFLOAD else 'lacks'} CheckpointPolicy.MUST_CPU_OFFLOAD, but its partitioner "
-                "reads no such tag (only torch._functorch.config.enable_activation_offloading's testing pass, CUDA "
-                "only) and the simulator does not model the transfers yet; plan with keep and recompute")
+        if offload not in (False, True, "test"):
+            raise HybridRematError(f"offload must be False, True or 'test', not {offload!r}")
+        if offload_bandwidth is not None and not (isinstance(offload_bandwidth, (int, float))
+                                                  and math.isfinite(offload_bandwidth) and offload_bandwidth > 0):
+            raise HybridRematError(f"offload_bandwidth must be positive bytes per second, not {offload_bandwidth!r}")
         self.program = Program(budget)
         self.budget = budget
         self.time_limit = float(time_limit)
         self.use_solvers = bool(use_solvers)
-        self.offload = bool(offload)
+        self.offload = offload
+        self.offload_bandwidth = offload_bandwidth
         self.over_budget = over_budget
         self.reports: list[dict] = []
 
@@ -158,7 +180,7 @@ class CompilePartitioner(CustomPartitionerFn):
 
     def uuid(self):
         return get_hash_for_files(_SOURCES, f"{self.budget!r}|{self.time_limit}|{self.use_solvers}|{self.offload}|"
-                                            f"{self.over_budget}")
+                                            f"{self.offload_bandwidth}|{self.over_budget}")
 
     def reset(self) -> None:
         """Compile the program again: earlier graphs hold nothing yet, and leave
@@ -229,23 +251,30 @@ class CompilePartitioner(CustomPartitionerFn):
         kwargs.setdefault("compiler", "inductor")
         if recompute_dropout_from_masks(gm.graph):  # dropout saved as its bool mask, its output recomputable
             gm.recompile()
-        choose = functools.partial(self._choose, original)
+        state: dict = {"num_fwd_outputs": int(kwargs.get("num_fwd_outputs", 0))}
+        choose = functools.partial(self._choose, original, state=state)
         with mock.patch.object(partitioners, "choose_saved_values_set", choose):
             fw, bw = partitioners.min_cut_rematerialization_partition(gm, joint_inputs, **kwargs)
+        if state.get("offload"):  # torch's own pass inserts the transfers of the values the plan offloads
+            done = apply_offload(fw, bw, state["offload"], state["num_fwd_outputs"], state["static"])
+            state["report"]["applied"] = done
+            if sorted(done) != sorted(state["offload"]):
+                raise HybridRematError(f"internal: torch's offload pass offloaded {done}, the plan {state['offload']}")
         return fw, bw
 
-    def _choose(self, original, joint_graph, node_info, memory_budget=1.0):
+    def _choose(self, original, joint_graph, node_info, memory_budget=1.0, *, state=None):
         warm_up()  # cold start (Numba's cache) outside the user's time limit
         t0 = time.perf_counter()
         report: dict = {}
         try:
-            saved = self._plan(original, joint_graph, node_info, t0 + self.time_limit, report)
+            saved = self._plan(original, joint_graph, node_info, t0 + self.time_limit, report,
+                               {} if state is None else state)
         finally:
             report["seconds"] = time.perf_counter() - t0
             self.reports.append(report)
         return saved
 
-    def _plan(self, original, joint_graph, node_info, t_end, report):
+    def _plan(self, original, joint_graph, node_info, t_end, report, state):
         jg = joint_to_graph(joint_graph, node_info)
         # simulated: the whole compiled step, the gradients its backward returns together at its end included
         g = _with_gradient_bytes(jg)
@@ -278,6 +307,8 @@ class CompilePartitioner(CustomPartitionerFn):
         _, _, ev = search_keep_set(problem, time_limit=max(0.0, (t_end - time.perf_counter()) * 0.5),
                                    use_solvers=self.use_solvers)
         seen = list(ev.seen.values())
+        if self.offload:  # what the backward reads, all saved: with offload, often the fastest that fits
+            cands["save-all"] = saved_values_of(joint_graph, node_info, jg, np.ones(jg.n_forward, dtype=bool))
         fitting = sorted((c for c in seen if c.peak <= nbytes), key=lambda c: c.step_s)[:8]
         lowest = sorted(seen, key=lambda c: (c.peak, c.step_s))[:4]
         for i, c in enumerate(fitting + lowest):
@@ -292,15 +323,17 @@ class CompilePartitioner(CustomPartitionerFn):
             if not sim.valid:
                 raise HybridRematError(f"internal: partition {fam} does not simulate: {sim.error}")
             peak = int(next(iter(sim.peak_bytes.values())))
-            scored.append((peak > nbytes, sim.total_time, peak, fam, saved, keep))
+            scored.append((peak > nbytes, sim.total_time, peak, fam, saved, keep, None))
         if not scored:  # every PT2 partition recomputes randomness and no search ran: save what backward reads
             keep = np.ones(jg.n_forward, dtype=bool)
             saved = saved_values_of(joint_graph, node_info, jg, keep)
             sim = simulate(problem, executable_plan(g, jg.keep_of(saved), kind), check_budget=False)
             peak = int(next(iter(sim.peak_bytes.values())))
-            scored.append((peak > nbytes, sim.total_time, peak, "save-all", saved, jg.keep_of(saved)))
+            scored.append((peak > nbytes, sim.total_time, peak, "save-all", saved, jg.keep_of(saved), None))
+        if self.offload:  # each candidate over the budget, with the values it may offload (one simulation a round)
+            scored += offload_choice(self, problem, joint_graph, node_info, jg, scored, nbytes, state, t_end)
         scored.sort(key=lambda x: (x[0], x[1] if not x[0] else x[2]))
-        over, t_pred, peak, fam, saved, keep = scored[0]
+        over, t_pred, peak, fam, saved, keep, off = scored[0]
         default = next((s for s in scored if s[3] == "pt2:1"), None)
         kap = max(1, keep_all_peak(g))
         report.update({
@@ -313,11 +346,17 @@ class CompilePartitioner(CustomPartitionerFn):
             "pt2_default_time_s": None if default is None else default[1],
             "candidates": {s[3]: {"peak_bytes": s[2], "time_s": s[1]} for s in scored},
         })
+        # on the CPU in test mode the offloaded values stay in the device's memory: the peak it holds is the plan's
+        # without offload (the simulator's), and the promise and the program's ledger count that one
+        held_peak = peak if off is None else off["device_peak_bytes"]
+        if off is not None:
+            state.update(offload=off["values"], static=node_info.static_lifetime_input_nodes, report=off)
+            report["offload"] = off
         # never below the prediction: a graph accepted over its allowance (no choice, a later graph) says so here
-        promised = max(promised, program["held_before_bytes"] + peak + boundary)
+        promised = max(promised, program["held_before_bytes"] + held_peak + boundary)
         report["promised_peak_bytes"] = int(promised)
         # the program's terms: activations for a fraction (the gradients come on top), the whole step for bytes
-        own = max(0, peak - grad_bytes) if relative else peak + boundary
+        own = max(0, held_peak - grad_bytes) if relative else held_peak + boundary
         lowest_peak = min(s[2] for s in scored)
         if over and lowest_peak >= max(s[2] for s in scored) and own <= program["target_bytes"]:
             # no choice changes this graph's peak (a leftover graph with nothing to recompute) and it fits the
@@ -347,6 +386,8 @@ class CompilePartitioner(CustomPartitionerFn):
                 raise err
             warnings.warn(f"hybrid_remat CompilePartitioner: {what}; using it", RuntimeWarning, stacklevel=2)
         held, held_all = _held(jg, g, keep)
+        if off is not None and off["saves_device_memory"]:  # offloaded values are on the host while later graphs run
+            held -= off["bytes"]
         # the graph's outputs (a later graph's inputs) are held too while later graphs run
         extra = 0 if relative else output_bytes
         # a fraction's promise puts the gradients on top: they exist in this graph's backward only, which runs
