@@ -30,6 +30,12 @@ they took and dropped a reference to every array they were passed or returned (N
 inlined, the same run is about 25 % faster, step for step the same (0.80-0.83 instead of 1.07-1.14 CPU s
 on the 100k-node random layered graph at 50 %, load 5.7).
 
+Deadlines.  :func:`execute_kernel` releases the GIL (``nogil=True``): a run that overruns its share (its
+work budget counts candidates, not what scoring one costs: ``dtr_eq`` and ``dtr_next_use`` at 100k nodes
+ended 1.7-2.5 s after their deadline on the ResNet stages at 30 %, load 6) no longer holds the whole
+process: the in-process runner stops waiting for it at its deadline plus ``ABANDON_S``
+(``benchmarks/results/first_plan_deadlines_s32.md``).
+
 The kernels take numpy arrays (int64 / float64 / bool).  The minimal-memory
 plan of the compute sequence they produce is
 :mod:`hybrid_remat.core.sequence`'s.
@@ -296,7 +302,7 @@ def _belady_key(u, t, cost, bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, next
     return c / (bytes_[u] * float(dist)) * weights[u] * noise[u]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, drop_ptr, drop_idx, weights,
                    score_kind, allow_evict, seed, max_steps, scan_all, sample, work_budget):
     """Run nodes ``0..n-1`` as targets under ``budget`` with on-demand recomputation.
