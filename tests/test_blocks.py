@@ -200,3 +200,39 @@ def test_registered():
     p = Problem.single(_tiny(3), 14)
     res = plugins.bounds()["block_bound"].bound(p, limits=Limits(nodes=1000))
     assert res.scope == "all plans" and res.value == pytest.approx(brute_force(p)[0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_node_signatures_are_equal_exactly_where_the_keys_are(seed):
+    """The vectorised signatures (ids of (op or input offsets, bytes, phase))
+    against the definition written node by node: equal ids exactly for
+    equal keys, with op names, without (the offsets to the last 8 inputs of
+    the node's own phase) and with ``shape=False``."""
+    import dataclasses
+
+    from hybrid_remat.blocks.detect import node_signatures
+
+    rng = np.random.default_rng(seed)
+    fwd = nx.DiGraph()
+    for v in range(10 + 2 * seed):
+        fwd.add_node(v, bytes=int(rng.integers(1, 3)), cost=1.0)     # few distinct bytes: many equal keys
+        for u in range(v):
+            if rng.random() < 0.3:
+                fwd.add_edge(u, v)
+    g = training_graph(fwd)
+    assert len(set(g.phase.tolist())) > 1
+    ops = [str(x) for x in rng.integers(0, 3, g.n)]
+    with_ops = dataclasses.replace(g, meta={**g.meta, "op": ops})
+    bare = dataclasses.replace(g, meta={k: v for k, v in g.meta.items() if k != "op"},
+                               names=tuple(f"v{i}" for i in range(g.n)))
+
+    def offsets(v):
+        inputs = [int(u) for u in g.preds(v) if g.phase[u] == g.phase[v]]
+        return tuple(v - u for u in sorted(inputs)[-8:])
+
+    cases = [(with_ops, True, lambda v: ops[v]), (bare, True, offsets), (bare, False, lambda v: "")]
+    for graph, shape, key_of in cases:
+        sig = node_signatures(graph, shape=shape)
+        keys = [(key_of(v), int(g.bytes[v]), int(g.phase[v])) for v in range(g.n)]
+        for a, b in itertools.combinations(range(g.n), 2):
+            assert (sig[a] == sig[b]) == (keys[a] == keys[b]), (shape, a, b)

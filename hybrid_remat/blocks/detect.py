@@ -44,7 +44,6 @@ Examples
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -110,7 +109,7 @@ class BlockStructure:
 
 
 def node_signatures(graph, *, shape: bool = True) -> np.ndarray:
-    """An int64 hash per node of its op name, output bytes and phase.
+    """An int64 id per node: equal ids for equal op name, output bytes and phase.
 
     The op name is ``graph.meta["op"]``, else the part after ``:`` of names
     written ``"index:op"`` (when nine in ten are); graphs with neither (names are identifiers) use
@@ -122,20 +121,51 @@ def node_signatures(graph, *, shape: bool = True) -> np.ndarray:
     ``shape=False``: without the offsets (op name, or nothing, with bytes
     and phase), to compare whole blocks, where the last layer's gradient
     reads the loss instead of a next layer's."""
+    n = graph.n
     ops = graph.meta.get("op")
-    if ops is None and graph.n and sum(":" in s for s in graph.names) >= 0.9 * graph.n:
+    if ops is None and n and sum(":" in s for s in graph.names) >= 0.9 * n:
         ops = [s.split(":", 1)[-1] for s in graph.names]     # the loss, say, may be named without an op
-    phase = graph.phase.tolist()
-    if ops is None and not shape:
-        ops = [""] * graph.n
-    if ops is None:
-        ops = []
-        for v in range(graph.n):
-            inputs = graph.preds(v)
-            inputs = inputs[graph.phase[inputs] == graph.phase[v]]
-            ops.append(",".join(str(int(v - u)) for u in np.sort(inputs)[-8:].tolist()))
-    return np.array([zlib.crc32(f"{o}|{b}|{f}".encode()) for o, b, f in zip(ops, graph.bytes.tolist(), phase)],
-                    dtype=np.int64)
+    cols = [graph.bytes.astype(np.int64), graph.phase.astype(np.int64)]
+    if ops is not None:
+        codes: dict = {}
+        cols.append(np.fromiter((codes.setdefault(o, len(codes)) for o in ops), dtype=np.int64, count=n))
+    elif shape:
+        cols += list(_input_offsets(graph).T)
+    return _row_ids(cols)
+
+
+def _row_ids(cols: list) -> np.ndarray:
+    """One int64 id per row of the columns ``cols``: equal rows, equal ids."""
+    n = cols[0].size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort(cols)
+    new = np.zeros(n, dtype=bool)
+    for c in cols:
+        cs = c[order]
+        new[1:] |= cs[1:] != cs[:-1]
+    ids = np.empty(n, dtype=np.int64)
+    ids[order] = np.cumsum(new)
+    return ids
+
+
+def _input_offsets(graph, last: int = 8) -> np.ndarray:
+    """Per node, the offsets ``v - u`` to its ``last`` (8: rows of 64 bytes) highest-numbered inputs
+    ``u`` of its own phase (in increasing ``u``), padded: an ``(n, last)``
+    array, equal rows for equal offset lists."""
+    n = graph.n
+    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.pred_ptr))
+    src = graph.pred_idx.astype(np.int64)
+    same = graph.phase[src] == graph.phase[dst]
+    src, dst = src[same], dst[same]
+    order = np.lexsort((src, dst))
+    src, dst = src[order], dst[order]
+    end = np.searchsorted(dst, dst, side="right")          # one past each node's last input
+    rank = end - 1 - np.arange(dst.size)                    # 0 for the highest-numbered input
+    keep = rank < last
+    out = np.full((n, last), np.iinfo(np.int64).min, dtype=np.int64)
+    out[dst[keep], last - 1 - rank[keep]] = dst[keep] - src[keep]
+    return out
 
 
 def _longest_run(eq: np.ndarray) -> tuple[int, int]:
@@ -173,13 +203,25 @@ def _periods(sig: np.ndarray, min_copies: int, max_candidates: int = 24) -> list
 
 def _phase_edges(graph, nodes: np.ndarray) -> tuple:
     """``(src position, dst position, src node)`` of the edges between nodes
-    of one phase (positions in ``nodes``)."""
+    of one phase (positions in ``nodes``), sorted by source position."""
     pos = np.full(graph.n, -1, dtype=np.int64)
     pos[nodes] = np.arange(nodes.size)
     src = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.succ_ptr))
     ps, pd = pos[src], pos[graph.succ_idx]
     keep = (ps >= 0) & (pd >= 0)
-    return ps[keep], pd[keep], src[keep]
+    order = np.argsort(ps[keep], kind="stable")
+    return ps[keep][order], pd[keep][order], src[keep][order]
+
+
+def _edges_within(edges: tuple, lo: int, hi: int) -> tuple:
+    """The edges of :func:`_phase_edges` between positions ``lo:hi``, as
+    positions in that stretch (what :func:`_phase_edges` gives for
+    ``nodes[lo:hi]``, without a pass over the whole graph)."""
+    ps, pd, src = edges
+    i, j = np.searchsorted(ps, lo), np.searchsorted(ps, hi)
+    ps, pd, src = ps[i:j], pd[i:j], src[i:j]
+    keep = (pd >= lo) & (pd < hi)
+    return ps[keep] - lo, pd[keep] - lo, src[keep]
 
 
 def _crossing_bytes(graph, edges: tuple, P: int, offset: int, copies: int) -> int:
@@ -214,20 +256,24 @@ def _blocks_of_phase(graph, nodes: np.ndarray, sig: np.ndarray, min_copies: int,
     return nodes[offset:offset + copies * P].reshape(copies, P)
 
 
-def _runs_of_phase(graph, nodes: np.ndarray, sig: np.ndarray, min_copies: int, depth: int = 0) -> list:
+def _runs_of_phase(graph, nodes: np.ndarray, sig: np.ndarray, min_copies: int, depth: int = 0,
+                   edges: tuple | None = None, at: int = 0) -> list:
     """Every run of repetition of one phase: the best run
     (:func:`_blocks_of_phase`), then, recursively, the runs of the stretches
     before and after it (ResNet stages of different widths, U-Net levels);
-    in node order."""
+    in node order.  ``edges``: :func:`_phase_edges` of the whole phase, of
+    which ``nodes`` is the stretch from position ``at``."""
+    if edges is None:
+        edges, at = _phase_edges(graph, nodes), 0
     if nodes.size < 2 * min_copies or depth > 12:
         return []
-    F = _blocks_of_phase(graph, nodes, sig, min_copies)
+    F = _blocks_of_phase(graph, nodes, sig, min_copies, _edges_within(edges, at, at + nodes.size))
     if F is None or F.shape[1] < 2:       # one node repeated is no layer
         return []
     lo = int(np.searchsorted(nodes, F.min()))
     hi = int(np.searchsorted(nodes, F.max())) + 1
-    return (_runs_of_phase(graph, nodes[:lo], sig, min_copies, depth + 1) + [F]
-            + _runs_of_phase(graph, nodes[hi:], sig, min_copies, depth + 1))
+    return (_runs_of_phase(graph, nodes[:lo], sig, min_copies, depth + 1, edges, at) + [F]
+            + _runs_of_phase(graph, nodes[hi:], sig, min_copies, depth + 1, edges, at + hi))
 
 
 def _edges(graph) -> tuple:
@@ -287,9 +333,9 @@ class Structure:
 
 
 def _same_costs(graph, F: np.ndarray, Bk: np.ndarray) -> bool:
+    """Every block of the run costs what its first block does, node by node, on every device."""
     cost = np.stack([graph.costs[k] for k in graph.cost_kinds]) if graph.cost_kinds else np.zeros((1, graph.n))
-    return bool(all(np.array_equal(cost[:, F[k]], cost[:, F[0]]) and np.array_equal(cost[:, Bk[k]], cost[:, Bk[0]])
-                    for k in range(1, F.shape[0])))
+    return bool((cost[:, F] == cost[:, F[:1]]).all() and (cost[:, Bk] == cost[:, Bk[:1]]).all())
 
 
 def _paired_runs(graph, fwd_runs: list, bwd_runs: list, sig: np.ndarray, min_copies: int, notes: list) -> list:
@@ -314,7 +360,8 @@ def _paired_runs(graph, fwd_runs: list, bwd_runs: list, sig: np.ndarray, min_cop
         both = (fblk[src] >= 0) & (owner[dst] >= 0)
         counts = np.bincount(fblk[src[both]] * len(rows) + owner[dst[both]],
                              minlength=F.shape[0] * len(rows)).reshape(F.shape[0], len(rows))
-        pair = [rows[int(c.argmax())] if c.any() else (-1, -1) for c in counts]
+        best_row, has = counts.argmax(axis=1), counts.max(axis=1, initial=0) > 0
+        pair = [rows[int(j)] if h else (-1, -1) for j, h in zip(best_row.tolist(), has.tolist())]
         best = (0, 0)
         k = 0
         while k < len(pair):         # longest stretch paired with consecutive backward rows, reversed
