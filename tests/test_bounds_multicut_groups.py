@@ -98,8 +98,8 @@ def test_rescaled_costs_and_huge_bytes_stay_below_the_optimum():
         assert p.base_cost * (1 - 1e-12) <= r.value <= opt * (1 + 1e-9), (k, r, opt)
 
 
-def _lp(p, ch, part, aggregate=True):
-    c, A, b, lb, ub, cscale, classes = grouped_model(p, ch, part, aggregate=aggregate)
+def _lp(p, ch, part, aggregate=True, cross=True):
+    c, A, b, lb, ub, cscale, classes = grouped_model(p, ch, part, aggregate=aggregate, cross=cross)
     return _certified_lp(c, A, b, lb, ub, Limits()) * cscale, classes
 
 
@@ -113,11 +113,87 @@ def test_identical_groups_solved_once_give_the_relaxed_lp_value():
     p = Problem.single(g, B)
     path = list(range(layers, g.n))               # the loss and the backward pass
     for ch in (path[::6], path[2::5], path[1:4]):
-        agg, n_agg = _lp(p, ch, part)
-        full, n_full = _lp(p, ch, part, aggregate=False)
+        agg, n_agg = _lp(p, ch, part, cross=False)
+        full, n_full = _lp(p, ch, part, aggregate=False, cross=False)
         assert n_agg < n_full and n_full == layers + 1      # the layers and the loss (in no stage)
         assert abs(agg - full) <= 1e-7 * max(1.0, full), (ch, agg, full)
     assert agg > 0
+
+
+def test_every_group_a_class_of_its_own_with_rows_5_is_the_chain_of_cuts_lp():
+    # rows 5 with m = e = d = 1 are the chain rows between groups: any partition gives multicut's LP
+    rng = np.random.default_rng(5)
+    for k in range(6):
+        layers = int(rng.integers(5, 12))
+        g = _training(rng, layers, skip=True, same=k % 2 == 0)
+        p = Problem.single(g, int(rng.integers(budget_lower_bound(g), keep_all_peak(g))))
+        pos, path = _random_chain(g, rng)
+        ch = [path[i] for i in pos]
+        c, A, b, lb, ub, cscale = multicut._model(p, ch, Limits())
+        ref = _certified_lp(c, A, b, lb, ub, Limits()) * cscale
+        for part in (_layer_part(g, layers), _random_part(g, rng)):
+            got, _ = _lp(p, ch, part, aggregate=False)
+            assert abs(got - ref) <= 1e-7 * max(1.0, abs(ref)), (k, got, ref)
+
+
+def test_summed_rows_5_lie_between_the_relaxed_and_the_full_lp_and_bind_on_small_unets():
+    from hybrid_remat.blocks.structure import block_partition
+    from hybrid_remat.families import unet
+
+    lifted = fewer = 0
+    for levels, size in ((1, 100), (2, 400)):
+        g = unet(size, levels=levels, res=8 * 2 ** (levels - 1))
+        part = block_partition(g)
+        for budget in ("30%", "50%"):
+            p = Problem.single(g, budget)
+            ch = grouped_multicut_lower_bound(p, part=part).chain
+            loose, _ = _lp(p, ch, part, cross=False)
+            agg, n_agg = _lp(p, ch, part)
+            full, n_full = _lp(p, ch, part, aggregate=False)
+            tol = 1e-7 * max(1.0, full)
+            assert n_agg <= n_full and loose - tol <= agg <= full + tol, (levels, budget, loose, agg, full)
+            lifted += agg > loose * (1 + 1e-3)
+            fewer += n_agg < n_full
+    assert fewer >= 1 and lifted >= 2          # the rows bind where a block would be recomputed without its input
+
+
+def _identical_blocks(rng, blocks, width, skip):
+    """``blocks`` copies of a path of ``width`` nodes (one set of random costs), in a row; groups: each
+    block's forward nodes and their backward nodes."""
+    by, co = rng.integers(1, 6, width).tolist(), rng.integers(1, 10, width).astype(float).tolist()
+    fw = nx.DiGraph()
+    for v in range(blocks * width):
+        fw.add_node(v, bytes=by[v % width], cost=co[v % width])
+        if v:
+            fw.add_edge(v - 1, v)
+    nf = blocks * width
+    if skip and nf > 2:
+        fw.add_edge(0, nf - 1)
+    g = training_graph(fw)
+    lists = [list(range(b * width, (b + 1) * width)) + [2 * nf - v for v in range(b * width, (b + 1) * width)]
+             for b in range(blocks)]
+    return g, _Part(lists, g.n), list(range(nf, g.n))
+
+
+def test_rows_5_stay_below_the_brute_force_optimum_on_identical_blocks():
+    rng = np.random.default_rng(7)
+    checked = lifted = 0
+    for k in range(40):
+        blocks = int(rng.integers(2, 4))
+        g, part, backward = _identical_blocks(rng, blocks, int(rng.integers(1, 5 // blocks + 1)), k % 2 == 1)
+        if k % 4 == 3:
+            g = rescaled(g, rng, huge_bytes=bool(k % 8 == 7))
+        lo, hi = budget_lower_bound(g), keep_all_peak(g)
+        for B in sorted({lo + max(0, hi - 1 - lo) * j // 3 for j in range(4)}):      # exact at 5e17 bytes
+            p = Problem.single(g, B)
+            opt = brute_force(p)[0]
+            for ch in (backward, None):
+                r = grouped_multicut_lower_bound(p, chain=ch, part=part, limits=Limits(nodes=300))
+                assert p.base_cost * (1 - 1e-12) <= r.value <= opt * (1 + 1e-9), (k, B, ch, r, opt)
+                checked += 1
+            loose, _ = _lp(p, backward, part, cross=False)
+            lifted += r.value > p.base_cost and _lp(p, backward, part)[0] > loose * (1 + 1e-6)
+    assert checked > 100 and lifted >= 5       # rows 5 bind on some of them
 
 
 def test_one_group_is_the_chain_of_cuts_lp():
