@@ -270,6 +270,10 @@ class HeftScheduler(Heuristic):
     then applies HEFT's insertion (the improver ``insertion``).  Variants
     run in order of usefulness (the objective's own mode first) while the
     limits last; the kernel gets a work budget (:meth:`Limits.work_for`).
+    On one device only the orders and eviction scores differ (4 variants), and
+    a first variant stuck even with strict pins ends the run at once (the
+    others were stuck too wherever measured: random layered graphs), with
+    keep-all as the only fallback.
 
     Parameters
     ----------
