@@ -271,9 +271,9 @@ class HeftScheduler(Heuristic):
     run in order of usefulness (the objective's own mode first) while the
     limits last; the kernel gets a work budget (:meth:`Limits.work_for`).
     On one device only the orders and eviction scores differ (4 variants), and
-    a first variant stuck even with strict pins ends the run at once (the
-    others were stuck too wherever measured: random layered graphs), with
-    keep-all as the only fallback.
+    a stuck first variant ends the run at once (the others, strict or not,
+    were stuck too wherever measured: random layered graphs), with keep-all
+    as the only fallback.
 
     Parameters
     ----------
@@ -345,6 +345,7 @@ class HeftScheduler(Heuristic):
         def left() -> int:  # the time left as work, within the work budget
             return lim.work_for(WORK_RATE) if lim.work is None else min(lim.work_for(WORK_RATE), total - spent)
 
+        first = True
         for oname, order, m, w, s in self.variants(problem):
             if best is not None and lim.expired():
                 break
@@ -353,6 +354,13 @@ class HeftScheduler(Heuristic):
             plan, st, used = heft_run(problem, order=order, mode=m, offload_weight=w, score_kind=s,
                                       scan=self.scan, seed=seed, work=left(), grow=best is None)
             spent += used
+            if st == ST_STUCK and first and problem.is_single_device:
+                # one device, stuck in the first variant: the other variants, their strict reruns and the
+                # fallback (HEFT on that device again) were stuck too wherever measured (the families at 2k, 50 %
+                # and 30 %: random layered, 2-3 s for no plan before; on one device a strict rerun never planned
+                # where the loose run was stuck); keep-all is the fallback's only other plan
+                return _keep_all_on_one_device(problem)
+            first = False
             if st == ST_STUCK:  # pins of a recomputation set filled a device: place sets strictly
                 plan, st, used = heft_run(problem, order=order, mode=m, offload_weight=w, score_kind=s,
                                           scan=self.scan, seed=seed, work=left(), strict=True, grow=best is None)
@@ -360,11 +368,6 @@ class HeftScheduler(Heuristic):
             if st == ST_WORK:
                 break
             if plan is None:
-                if st == ST_STUCK and best is None and problem.is_single_device:
-                    # one device, stuck even with strict pins in the first order: the other variants and the
-                    # fallback (HEFT on that device again) were stuck too on every graph measured (random
-                    # layered: 2-3 s, no plan); keep-all is the fallback's only other plan
-                    return _keep_all_on_one_device(problem)
                 continue
             r = simulate(problem, plan)
             if not r.valid:
