@@ -89,3 +89,53 @@ def test_short_spread_chains_stay_below_the_optimum():
         opt = brute_force(p)[0]
         mb = multicut_lower_bound(p, max_cuts=4, limits=Limits(nodes=300))
         assert p.base_cost <= mb.value <= opt * (1 + 1e-9)
+
+
+
+def test_expired_limits_return_at_once_with_no_work(monkeypatch):
+    """A time limit is a promise: with no time left, no screen, no model, no LP."""
+    from hybrid_remat.bounds import multicut as M
+
+    p = Problem.single(training_graph(nx.path_graph(8, create_using=nx.DiGraph)), 9)
+
+    def boom(*a, **kw):
+        raise AssertionError("work done after the deadline")
+
+    monkeypatch.setattr(M, "_screen", boom)
+    monkeypatch.setattr(M, "_certified_lp", boom)
+    r = M.multicut_lower_bound(p, limits=Limits(deadline=0.0))
+    assert r.method == "none" and r.value == p.base_cost and r.stats["skipped"] == "no time left"
+
+
+def test_a_stop_during_the_build_ends_it_within_a_batch_of_rows(monkeypatch):
+    """The model's Python loops look at the clock every ``_CHECK_EVERY`` rows
+    (here 16): a stop flag set while a cut's rows are added ends the build
+    within that many rows, long before the model is complete."""
+    import threading
+
+    from hybrid_remat.bounds import cut_chains
+    from hybrid_remat.bounds import multicut as M
+    from hybrid_remat.bounds.cut_chains import cut_chain, spread_cuts
+
+    g = random_layered(60, seed=2)
+    p = Problem.single(g, int(max(budget_lower_bound(g), 0.6 * keep_all_peak(g))))
+    w = M._screen(p, 10**9)
+    path = cut_chain(g, w, g.n + 1)
+    chain = [path[i] for i in spread_cuts(w[path], 6).tolist()]
+    full = M._model(p, chain, Limits())
+    total = full[1].shape[0]
+    assert total > 200
+    monkeypatch.setattr(M, "_CHECK_EVERY", 16)
+    stop = threading.Event()
+    added = []
+    real = cut_chains.SparseRows.add
+
+    def add(self, cols, vals, rhs):
+        added.append(1)
+        if len(added) == 50:
+            stop.set()
+        real(self, cols, vals, rhs)
+
+    monkeypatch.setattr(cut_chains.SparseRows, "add", add)
+    assert M._model(p, chain, Limits(stop=stop)) is None
+    assert len(added) <= 50 + 16 + 1 < total

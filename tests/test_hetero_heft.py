@@ -181,3 +181,34 @@ def test_profiled_graph_makespan_heft_with_links_from_the_graph():
     plan = HeftScheduler().run(p)
     r = simulate(p, plan)
     assert r.valid and all(r.timed_peak_bytes[d.name] <= d.memory_bytes for d in p.devices)
+
+
+# --------------------------------------------- one device: few variants, no long search when stuck
+def test_one_device_runs_only_the_variants_that_differ():
+    from hybrid_remat.generators import chain
+    from hybrid_remat.problem import Problem
+
+    one = Problem.single(chain(12, bytes=2), 12)
+    assert len(list(HeftScheduler().variants(one))) == 4          # 2 orders x 2 scores: modes/weights agree
+    assert len(list(HeftScheduler().variants(medium_problem(0.3)))) == 16
+
+
+def test_one_device_stuck_returns_after_the_first_variant(monkeypatch):
+    """On one device, a stuck first variant ends the run: one kernel run,
+    not 33 (random layered graphs: 2-3 s, no plan)."""
+    from hybrid_remat.families import family_graph
+    from hybrid_remat.hetero import heft as heft_mod
+    from hybrid_remat.problem import Problem
+
+    p = Problem.single(family_graph("random_layered", 100), "50%")
+    calls = []
+    real = heft_mod.heft_run
+
+    def counted(*a, **kw):
+        out = real(*a, **kw)
+        calls.append(out[1])
+        return out
+
+    monkeypatch.setattr(heft_mod, "heft_run", counted)
+    assert HeftScheduler().run(p) is None          # keep-all does not fit either
+    assert calls == [heft_mod.ST_STUCK]

@@ -81,3 +81,47 @@ def test_memory_order_beats_the_reference_order_on_the_mlp_chain():
     plan = MemoryOrder().run(p, limits=Limits(work=10**6))
     sim = simulate(p, plan)
     assert sim.valid and sim.tdi_pct < 4.5  # the reference-order heuristics and the 60 s portfolio: 4.711 %
+
+
+def _boom(*a, **kw):
+    raise AssertionError("work done that the time left does not cover")
+
+
+def test_memory_order_with_no_time_left_does_no_work(monkeypatch):
+    """A time limit is a promise: expired limits, no order, no relabelling, no inner run."""
+    from hybrid_remat import plugins
+    from hybrid_remat.core import reductions
+    from hybrid_remat.heuristics.reorder import MemoryOrder
+
+    g = random_dag(30, seed=4)
+    p = Problem.single(g, max(budget_lower_bound(g), keep_all_peak(g) // 2))
+    monkeypatch.setattr(reductions, "memory_greedy_order", _boom)
+    monkeypatch.setattr(reductions, "relabel", _boom)
+    for h in plugins.heuristics().values():
+        monkeypatch.setattr(h, "run", _boom, raising=False)
+    assert MemoryOrder().run(p, limits=Limits(deadline=0.0)) is None
+    assert SinksLast().run(p, limits=Limits(deadline=0.0)) is None
+
+
+def test_memory_order_skips_the_passes_the_time_left_does_not_cover(monkeypatch):
+    """Where the memory-greedy order and a relabelling are predicted beyond
+    the time left, neither starts: the reference order's first inner
+    heuristic plans with the time left (and the order is computed later,
+    when a run has the time)."""
+    from hybrid_remat import plugins
+    from hybrid_remat.core import reductions
+    from hybrid_remat.families import family_graph
+    from hybrid_remat.heuristics import reorder
+    from hybrid_remat.heuristics.reorder import MemoryOrder
+
+    g = family_graph("decoder_checkmate", 100)
+    p = Problem.single(g, "70%")
+    ref = plugins.heuristics()["dtr_eq"].run(p)
+    assert ref is not None
+    monkeypatch.setattr(reorder, "ITEM_SECONDS", 1e6)        # every pass predicted beyond any limit
+    monkeypatch.setattr(reductions, "memory_greedy_order", _boom)
+    monkeypatch.setattr(reductions, "relabel", _boom)
+    plan = MemoryOrder().run(p, limits=Limits.seconds(60.0))
+    assert plan is not None and simulate(p, plan).valid
+    assert np.array_equal(plan.node, ref.node) and np.array_equal(plan.op, ref.op)   # the reference order's run
+    assert "memory_greedy_order" not in g.__dict__.get("_derived", {})

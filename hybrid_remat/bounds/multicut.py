@@ -87,6 +87,8 @@ _MAX_MILP_VARS = 60_000
 _LP_SECONDS_PER_ITEM = 6e-5
 #: seconds per variable and row to build and start the MILP (measured ~1e-4 on the shared 2-core machine)
 _MILP_SECONDS_PER_ITEM = 3e-4
+#: the Python loops that build the models look at the clock every this many rows or variables
+_CHECK_EVERY = 2048
 
 
 def _screen(problem, work: int):
@@ -157,16 +159,24 @@ def _model(problem, chain, limits):
         if free.size:  # 1. memory (scaled by the budget)
             row(xi[i][free].tolist(), (size[free] / float(B)).tolist(), room / float(B))
         desc = reach(g, t, up=False)
-        for v in np.flatnonzero(items[i]).tolist():  # 2. need, up to the first reader's next cut
+        for q, v in enumerate(np.flatnonzero(items[i]).tolist()):  # 2. need, up to the first reader's next cut
+            if q % _CHECK_EVERY == 0 and limits.expired():
+                return None
             readers = g.succs(v)
             end = int(first[readers[desc[readers]]].min())
             row([xi[i][v]] + [zi[j][v] for j in range(i, end)], [-1.0] * (1 + end - i), -1.0)
         if i > 0:  # 3. persistence
+            if limits.expired():
+                return None
             for v in nodes[i - 1].tolist():
                 row([xi[i][v], xi[i - 1][v], zi[i - 1][v]], [1.0, -1.0, -1.0], 0.0)
         inside = anc[i][g.succ_idx]  # 4. chains: edges u -> v with v in A_i
-        for u, v in zip(src_all[inside].tolist(), g.succ_idx[inside].tolist(), strict=True):
+        for q, (u, v) in enumerate(zip(src_all[inside].tolist(), g.succ_idx[inside].tolist(), strict=True)):
+            if q % _CHECK_EVERY == 0 and limits.expired():   # a cut's edges: 100k rows and more at 2k nodes
+                return None
             row([zi[i][v], xi[i][u], zi[i][u]], [1.0, -1.0, -1.0], 0.0)
+    if limits.expired():
+        return None
     A, b = rows.matrix(nv)
     return c, A, b, lb, ub, cscale
 
@@ -180,13 +190,19 @@ def _milp(c, A, b, lb, ub, limits) -> float | None:
     sc = ObjectiveScale.of(c)
     A = A.tocsr()
     with scip_model("multicut") as m:
-        z = [m.addVar(vtype="B", lb=float(lb[j]), ub=float(ub[j]), obj=sc.coef(c[j])) for j in range(c.size)]
+        z = []
+        for j in range(c.size):
+            if j % _CHECK_EVERY == 0 and limits.expired():
+                return None
+            z.append(m.addVar(vtype="B", lb=float(lb[j]), ub=float(ub[j]), obj=sc.coef(c[j])))
         for r in range(A.shape[0]):
             if r % 500 == 0 and limits.expired():  # the build honours the deadline too
                 return None
             s, e = A.indptr[r], A.indptr[r + 1]
             m.addCons(quicksum(float(a) * z[j] for j, a in zip(A.indices[s:e].tolist(), A.data[s:e].tolist(),
                                                                  strict=True)) <= float(b[r]))
+        if limits.expired():
+            return None
         res = run(m, limits=cap_nodes(limits, 2_000))
         res.reraise()
         if res.status == "infeasible" or res.dual is None or abs(res.dual) >= 1e19:
@@ -229,6 +245,8 @@ def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limi
     base = float(problem.base_cost)
     if problem.graph.n > MAX_NODES:
         return MultiCutBound(base, 0.0, [], "none", {"skipped": f"more than {MAX_NODES} nodes"})
+    if limits.expired():
+        return MultiCutBound(base, 0.0, [], "none", {"skipped": "no time left"})
     screen = limits.share(0.3 * limits.left() if math.isfinite(limits.left()) else None)
     weight = _screen(problem, screen.work_for(_STEPS_PER_SECOND))
     path = cut_chain(problem.graph, weight, problem.graph.n + 1)
@@ -251,7 +269,7 @@ def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limi
         if math.isfinite(limits.left()):  # a chain whose LP fits the time left (about 2.5 rows per variable)
             budget_vars = min(budget_vars, int(use * limits.left() / (3.5 * _LP_SECONDS_PER_ITEM)))
         keep = spread_cuts(weight[path] if path else np.zeros(0), count)
-        while keep.size and 2 * ancestors(keep) > budget_vars:  # fewer cuts until the LP fits
+        while keep.size and not limits.expired() and 2 * ancestors(keep) > budget_vars:  # fewer cuts: the LP fits
             keep = spread_cuts(weight[path], keep.size - 1)
         chain = [path[i] for i in keep.tolist()]
         if models and len(chain) <= len(models[-1][1]):   # no longer than the chain solved already
@@ -262,6 +280,8 @@ def multicut_lower_bound(problem, *, max_cuts: int = 40, milp: bool = True, limi
             if best is None or got[0] > best:
                 best, best_chain, best_method = got[0], chain, "lp"
     for _, chain, (c, A, b, lb, ub, cscale) in sorted(models, key=lambda m: -m[0]):
+        if limits.expired():
+            break
         if milp and c.size <= _MAX_MILP_VARS and limits.left() > _MILP_SECONDS_PER_ITEM * (c.size + A.shape[0]):
             exact = _milp(c, A, b, lb, ub, limits)
             if exact is not None and exact * cscale > best:

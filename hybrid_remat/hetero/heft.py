@@ -248,6 +248,18 @@ def single_device_fallback(problem: Problem, *, work: int | None = None, seed: i
     return None, spent
 
 
+def _keep_all_on_one_device(problem: Problem):
+    """Keep-all on the only device when it fits there (the last plan of
+    :func:`single_device_fallback`), else ``None``; no kernel run."""
+    d = problem.devices[0]
+    if not d.can_compute or keep_all_peak(problem.graph) > d.memory_bytes:
+        return None
+    ka = keep_all_plan(problem.graph, d.name)
+    plan = Plan(ka.op, ka.node, np.zeros(len(ka), np.int64), ka.target, [d.name],
+                {"solver": "heft", "fallback": d.name, "keep_all": True})
+    return plan if simulate(problem, plan).valid else None
+
+
 class HeftScheduler(Heuristic):
     """Memory-aware HEFT over all devices (see :mod:`hybrid_remat.hetero.heft`).
 
@@ -258,6 +270,10 @@ class HeftScheduler(Heuristic):
     then applies HEFT's insertion (the improver ``insertion``).  Variants
     run in order of usefulness (the objective's own mode first) while the
     limits last; the kernel gets a work budget (:meth:`Limits.work_for`).
+    On one device only the orders and eviction scores differ (4 variants), and
+    a stuck first variant ends the run at once (the others, strict or not,
+    were stuck too wherever measured: random layered graphs), with keep-all
+    as the only fallback.
 
     Parameters
     ----------
@@ -305,8 +321,11 @@ class HeftScheduler(Heuristic):
         objective's own mode first."""
         objective = self.objective_of(problem)
         first = MODE_MAKESPAN if objective == "makespan" else MODE_SERIAL
-        modes = (first, 1 - first) if self.full else (first,)
-        weights = (1.0, 0.25) if self.full else (1.0,)
+        # one device: no device to choose (the modes agree) and none to offload to (the weights agree), so
+        # only the orders and the eviction scores differ (16 variants were 4 plans, each run twice when stuck)
+        several = problem.n_devices > 1
+        modes = (first, 1 - first) if self.full and several else (first,)
+        weights = (1.0, 0.25) if self.full and several else (1.0,)
         scores = (SCORE_STALENESS, SCORE_NEXT_USE) if self.full else (SCORE_STALENESS,)
         orders = [("ref", None)] + ([("rank", None)] if self.full else [])
         for oname, _ in orders:
@@ -326,6 +345,7 @@ class HeftScheduler(Heuristic):
         def left() -> int:  # the time left as work, within the work budget
             return lim.work_for(WORK_RATE) if lim.work is None else min(lim.work_for(WORK_RATE), total - spent)
 
+        first = True
         for oname, order, m, w, s in self.variants(problem):
             if best is not None and lim.expired():
                 break
@@ -334,6 +354,13 @@ class HeftScheduler(Heuristic):
             plan, st, used = heft_run(problem, order=order, mode=m, offload_weight=w, score_kind=s,
                                       scan=self.scan, seed=seed, work=left(), grow=best is None)
             spent += used
+            if st == ST_STUCK and first and problem.is_single_device:
+                # one device, stuck in the first variant: the other variants, their strict reruns and the
+                # fallback (HEFT on that device again) were stuck too wherever measured (the families at 2k, 50 %
+                # and 30 %: random layered, 2-3 s for no plan before; on one device a strict rerun never planned
+                # where the loose run was stuck); keep-all is the fallback's only other plan
+                return _keep_all_on_one_device(problem)
+            first = False
             if st == ST_STUCK:  # pins of a recomputation set filled a device: place sets strictly
                 plan, st, used = heft_run(problem, order=order, mode=m, offload_weight=w, score_kind=s,
                                           scan=self.scan, seed=seed, work=left(), strict=True, grow=best is None)
@@ -349,7 +376,9 @@ class HeftScheduler(Heuristic):
             if val < best_val - 1e-15:
                 best, best_val = plan, val
                 plan.meta["order"] = oname
-        if best is None:
+        if best is None and problem.is_single_device:   # HEFT on that device is the variants' own run
+            best = _keep_all_on_one_device(problem)
+        elif best is None:
             best, _ = single_device_fallback(problem, work=max(0, left()), seed=seed)
         if best is not None and objective == "makespan" and problem.n_devices > 1:
             from .insertion import InsertionImprover  # HEFT's insertion, checked step by step
