@@ -29,6 +29,7 @@ from .executor import SCORE_NAMES, STATUS_OK, STATUS_WORK_SPENT, execute_kernel
 __all__ = [
     "GraphArrays", "ExecResult", "score_code", "run_executor", "plan_from_sequence", "sequence_of_plan",
     "prune_sequence", "finish", "empty_drop", "WorkMeter", "cpu_share", "SCAN_ALL", "SAMPLE", "EXEC_RATE",
+    "EXEC_RATE_EDGES", "exec_rate",
     "PRUNE_RATE",
 ]
 
@@ -38,8 +39,13 @@ __all__ = [
 SCAN_ALL = 2048
 SAMPLE = 256
 #: executor work units (3 a step, 1 a scored candidate or heap entry) per CPU second: 2.5e6-3.6e6 measured at
-#: 1k-100k nodes on the repeated llama graphs, so a conservative 2e6
+#: 1k-100k nodes on the repeated llama graphs, so a conservative 2e6 -- on graphs of up to
+#: :data:`EXEC_RATE_EDGES` edges; :func:`exec_rate` scales it down above
 EXEC_RATE = 2e6
+#: above this many edges the kernel's memory traffic slows each unit (per CPU second, load ~2, dtr_eq / belady:
+#: random layered 32k nodes 190k edges 2.2-2.5 / 1.6-1.7 M; 100k nodes 604k edges 1.4-1.5 / 1.25-1.3 M; ResNet stages
+#: and Checkmate decoders at 100k nodes, 220-300k edges, 1.9-2.7 / 2.3-2.5 M)
+EXEC_RATE_EDGES = 150_000
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,21 @@ class ExecResult:
     def spent(self) -> bool:
         """Stopped because the work budget ran out."""
         return self.status == STATUS_WORK_SPENT
+
+
+def exec_rate(a: GraphArrays) -> float:
+    """Executor work units per CPU second on ``a``'s graph:
+    :data:`EXEC_RATE`, times ``(EXEC_RATE_EDGES / edges) ** 0.35`` above
+    :data:`EXEC_RATE_EDGES` edges (conservative at every size measured, so
+    that a deadline sized by it holds on large graphs).
+
+    >>> from hybrid_remat.generators import chain
+    >>> from hybrid_remat.problem import Problem
+    >>> exec_rate(GraphArrays.from_problem(Problem.single(chain(4), 100)))
+    2000000.0
+    """
+    edges = int(a.succ_idx.shape[0])
+    return EXEC_RATE * min(1.0, (EXEC_RATE_EDGES / max(edges, 1)) ** 0.35)
 
 
 def cpu_share() -> float:
@@ -157,7 +178,7 @@ class WorkMeter:
 
     def execute(self, a: GraphArrays, **kw) -> ExecResult:
         """:func:`run_executor` within the budget left."""
-        res = run_executor(a, work=self.budget(EXEC_RATE), **kw)
+        res = run_executor(a, work=self.budget(exec_rate(a)), **kw)
         self.take(res.used)
         return res
 
