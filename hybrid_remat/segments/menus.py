@@ -65,13 +65,16 @@ class MenuTask:
 class Menu:
     """Options (bool masks over the stage's forward nodes: held), most
     memory first, with their held bytes and extra time; ``exact``: the
-    front is the closure model's proved Pareto front."""
+    front is the closure model's proved Pareto front; ``stream``: per
+    option whether it drops the residual stream (:mod:`.stream`; ``None``:
+    none does)."""
 
     options: list
     held: list
     extra: list
     exact: bool
     stats: dict = field(default_factory=dict)
+    stream: list | None = None
 
 
 def menu_tasks(problem, chain, *, exact_nodes: int = EXACT_NODES) -> list:

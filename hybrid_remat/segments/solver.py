@@ -63,6 +63,7 @@ from ..simulate import simulate
 from .chain import SegmentChain, segment_chain
 from .dp import chain_dp_kernel
 from .menus import compute_menus, menu_tasks
+from .stream import stream_options, with_stream
 
 __all__ = ["SegmentResult", "chain_figures", "chain_dp", "stage_groups", "quick_keep", "sweep_order", "solve_segments", "stage_menus"]
 
@@ -254,10 +255,13 @@ def _reserve(limits: Limits, seconds: float) -> Limits:
 
 
 def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain | None = None,
-                   menus: dict | None = None, on_incumbent=None, max_rounds: int = 8) -> SegmentResult:
+                   menus: dict | None = None, on_incumbent=None, max_rounds: int = 8,
+                   stream: bool = True) -> SegmentResult:
     """The segment-chain solver (module docstring).  ``menus``: computed
     already (:func:`~.menus.compute_menus` of :func:`~.menus.menu_tasks`);
-    ``on_incumbent(plan, source)`` is called with every better valid plan."""
+    ``on_incumbent(plan, source)`` is called with every better valid plan;
+    ``stream``: the runs' stages may also drop the residual stream where it
+    pays (:mod:`.stream`: more options for the same figures and DP)."""
     limits = limits or Limits()
     t0 = now()
     chain = chain if chain is not None else segment_chain(problem.graph)
@@ -277,11 +281,11 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
 
     # menus and figures do not depend on the budget's use: kept with the problem for a later call
     memo = problem.__dict__.setdefault("_segments_memo", {}) if menus is None else {}
-    key = (id(chain), chain.n_stages)
+    key = (id(chain), chain.n_stages, bool(stream))
     kept = memo.get(key)
-    fig, done = None, []
+    fig, done, streams = None, [], None
     if kept is not None:
-        menus, fig, done = kept["menus"], kept["fig"], kept["done"]
+        menus, fig, done, streams = kept["menus"], kept["fig"], kept["done"], kept["stream"]
         stats["memo"] = {"columns": len(done)}
         if kept["best"][0] is not None:
             best[:] = kept["best"]          # the earlier call's plan: this one returns no worse
@@ -298,6 +302,13 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
         left = limits.left()
         menus = compute_menus(tasks, limits=limits.share(0.5 * left) if math.isfinite(left) else limits)
     per_stage = stage_menus(chain, menus)
+    if streams is None:
+        t1, left = now(), limits.left()
+        streams = stream_options(problem, chain, menus, limits=limits.share(0.15 * left)
+                                 if math.isfinite(left) else limits) if stream else {}
+        stats["stream_s"] = now() - t1
+    per_stage = with_stream(chain, per_stage, streams)
+    stats["stream"] = {int(k): {**so.stats, "period": so.period} for k, so in streams.items()}
     # a column or a round (one plan, one simulation) starts only where it can end before the deadline
     limits = _reserve(limits, memo.get("sim_s", 0.0))
     stats["menus"] = {"exact": sum(m.exact for m in menus.values()), "total": len(menus),
@@ -308,8 +319,16 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
         choice = [len(m.options) - 1 for m in per_stage]
         return _keep(problem.graph, chain, per_stage, choice), choice
 
-    def rounds_on(fig, n_rounds):
+    n_opt = max(len(m.options) for m in per_stage)
+    streamed = np.zeros((chain.n_stages, n_opt), dtype=bool)    # the stream options (:mod:`.stream`), per stage
+    for s, m in enumerate(per_stage):
+        if m.stream:
+            streamed[s, :len(m.stream)] = m.stream
+
+    def rounds_on(fig, n_rounds, held_only=False):
         base, held, inside, extra = fig
+        if held_only:     # the held-stream class alone, on the same figures
+            extra = np.where(streamed, np.inf, extra)
 
         def choose(capacity):
             choice = chain_dp(held, inside, extra, capacity, groups=groups)
@@ -337,8 +356,13 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
             fig = chain_figures(problem, chain, per_stage, planner=planner, columns=todo, into=fig, done=done,
                                 limits=limits.share(0.67 * left) if math.isfinite(left) else limits)
         rounds_on(fig, max_rounds)
+        if streamed.any() and not limits.expired():     # the better of the two classes wins
+            rounds_on(fig, max_rounds, held_only=True)
     if fig is not None:
-        memo[key] = {"menus": menus, "fig": fig, "done": done, "best": list(best)}
+        memo[key] = {"menus": menus, "fig": fig, "done": done, "best": list(best), "stream": streams}
     plan, value, choice = best
+    if choice and streams:
+        stats["stream_stages"] = sum(bool(per_stage[s].stream and per_stage[s].stream[o])
+                                     for s, o in enumerate(choice))
     stats["seconds"] = now() - t0
     return SegmentResult(plan, value, choice or [], stats)
