@@ -82,7 +82,8 @@ def menu_tasks(problem, chain, *, exact_nodes: int = EXACT_NODES) -> list:
     of a run stands for it) and one per segment of its own.
 
     A block holds the values the next block reads (``fixed``: the residual
-    stream, as in :mod:`hybrid_remat.blocks.solver`); a segment of its own
+    stream, as in :mod:`hybrid_remat.blocks.solver`; the options that drop
+    it are :mod:`.stream`'s, added by the solver); a segment of its own
     may drop the values later segments read (``needed``: the menu charges
     their recomputation; the simulator measures what the plan does)."""
     g = problem.graph

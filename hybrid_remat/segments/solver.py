@@ -10,6 +10,10 @@ with no repetition is a chain of segments of its own (HiRemate's idea,
 with exact menus where small and a simulator-checked plan).
 
 1. **Menus** (:mod:`.menus`): independent tasks, exact with SCIP where small.
+   The stages of a run of repeated blocks also get the *stream options*
+   where they pay (:mod:`.stream`: the block drops the output the next
+   block reads, recomputed from a checkpoint every ``m`` blocks), options
+   like the others for the figures and the DP.
 2. **Figures** (:func:`chain_figures`): ``J`` simulations of the whole
    graph, in the ``j``-th every stage takes its ``j``-th option (spread
    over its menu): per stage and option the bytes it adds to what later
@@ -23,7 +27,9 @@ with exact menus where small and a simulator-checked plan).
    figures exactly.
 4. **Plan** and rounds as in :func:`~hybrid_remat.blocks.solver.solve_blocks`:
    over the budget, the capacity shrinks by the excess; well under, it grows
-   once by the room left.
+   once by the room left.  Where stream options exist, the last rounds are
+   run twice: on every option, then on the held-stream options alone (the
+   same figures), the better plan kept.
 
 Anytime: before the menus, a first plan from one simulation (every stage
 keeps only its fixed values: :func:`quick_keep`); after the menus, the
