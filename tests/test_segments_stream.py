@@ -16,7 +16,7 @@ from hybrid_remat.generators import training_graph
 from hybrid_remat.problem import Problem
 from hybrid_remat.segments.chain import segment_chain
 from hybrid_remat.segments.menus import compute_menus, menu_tasks
-from hybrid_remat.segments.solver import chain_figures, solve_segments, stage_menus
+from hybrid_remat.segments.solver import budget_columns, chain_figures, solve_segments, stage_menus
 from hybrid_remat.segments.stream import is_checkpoint, run_blocks, stream_options, with_stream
 from hybrid_remat.simulate import simulate
 
@@ -146,3 +146,16 @@ def test_stream_plans_pass_the_simulator_within_the_budget(budget):
     lb = segment_lower_bound(p, ch)
     assert r.objective >= lb.value - lb.tolerance - 1e-9
 
+
+
+def test_budget_columns_straddle_the_budget(chain):
+    """The early columns: the most-memory column predicted to fit and the
+    one before it; all of them where everything fits, none where not even
+    the least-memory column does."""
+    g, p, ch, menus, opts, per_stage = chain
+    J = max(len(m.options) for m in per_stage)
+    fig = chain_figures(p, ch, per_stage, columns=[J - 1])
+    assert budget_columns(per_stage, fig, 1e18, J - 1) == [0]
+    assert budget_columns(per_stage, fig, 0.0, J - 1) == []
+    got = budget_columns(per_stage, fig, float(p.budgets[0]) - fig[0], J - 1)
+    assert got and all(0 <= j < J - 1 for j in got) and (len(got) == 1 or got[1] == got[0] - 1)

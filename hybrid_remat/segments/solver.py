@@ -33,9 +33,10 @@ with exact menus where small and a simulator-checked plan).
 
 Anytime: before the menus, a first plan from one simulation (every stage
 keeps only its fixed values: :func:`quick_keep`); after the menus, the
-figures of three columns of the sweep (both ends and the middle,
-:func:`sweep_order`) and their DP plan; then the rest of the sweep and the
-final rounds.  Every better valid plan goes to ``on_incumbent`` at once.
+figures of three columns of the sweep (the least memory and the two
+predicted to straddle the budget, :func:`budget_columns`; else both ends
+and the middle, :func:`sweep_order`) and their DP plan; then the rest of
+the sweep, nearest the budget first, and the final rounds.  Every better valid plan goes to ``on_incumbent`` at once.
 
 It returns the best simulator-valid plan and proves nothing itself; the
 bound over every plan is :func:`~hybrid_remat.bounds.segments.segment_lower_bound`.
@@ -71,7 +72,7 @@ from .dp import chain_dp_kernel
 from .menus import compute_menus, menu_tasks
 from .stream import stream_options, with_stream
 
-__all__ = ["SegmentResult", "chain_figures", "chain_dp", "stage_groups", "quick_keep", "sweep_order", "solve_segments", "stage_menus"]
+__all__ = ["SegmentResult", "chain_figures", "chain_dp", "budget_columns", "stage_groups", "quick_keep", "sweep_order", "solve_segments", "stage_menus"]
 
 
 @dataclass
@@ -167,7 +168,7 @@ def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | N
     for j in (sweep_order(J) if columns is None else columns):
         if limits.expired():
             break
-        choice = [int(round(j * (len(m.options) - 1) / max(1, J - 1))) for m in per_stage]
+        choice = _column_choice(per_stage, j, J)
         plan, _, rec = planner.plan(_keep(problem.graph, chain, per_stage, choice))
         b, h, ins, ex, _ = _probe(problem, chain, plan, rec)
         base = max(base, b)
@@ -182,6 +183,38 @@ def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | N
     if not count:
         return None
     return base, held, inside, extra
+
+
+def _column_choice(per_stage, j: int, J: int) -> list:
+    """The option every stage takes in column ``j`` (:func:`chain_figures`)."""
+    return [int(round(j * (len(m.options) - 1) / max(1, J - 1))) for m in per_stage]
+
+
+def budget_columns(per_stage, fig, capacity: float, measured: int) -> list:
+    """The two columns predicted to straddle ``capacity`` (bytes above
+    ``base``): the most-memory column predicted to fit and the one before
+    it, the prediction being column ``measured``'s modelled peak (the DP's
+    rows on its figures ``fig``) plus the menus' held bytes it adds; the
+    columns not measured yet come first in the early sweep (a plan near the
+    budget from three simulations: at 100k nodes the sweep's ends and middle
+    left the DP far from it)."""
+    base, held, inside, _ = fig
+    J = max(len(m.options) for m in per_stage)
+    rows = np.arange(len(per_stage))
+    c = np.array(_column_choice(per_stage, measured, J))
+    h, ins = held[rows, c], inside[rows, c]
+    if not (np.isfinite(h).all() and np.isfinite(ins).all()):
+        return []
+    peak = float((np.concatenate([[0.0], np.cumsum(np.maximum(h, 0))[:-1]]) + ins).max())
+    menu_held = [np.asarray(m.held, dtype=np.float64) for m in per_stage]
+    at = float(sum(mh[o] for mh, o in zip(menu_held, c, strict=True)))
+    fits = [j for j in range(J)
+            if peak + sum(mh[o] for mh, o in zip(menu_held, _column_choice(per_stage, j, J), strict=True)) - at
+            <= capacity]
+    if not fits:
+        return []
+    j = min(fits)
+    return [x for x in (j, j - 1) if 0 <= x < J and x != measured]
 
 
 def stage_groups(kind, target: int = 256) -> list:
@@ -345,12 +378,20 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
         stats["rounds"] += rounds
         offer(plan, value, choice)
 
-    # a few columns (both ends and the middle of every menu): a plan early; then the rest of the sweep
+    # a few columns (the least memory and two near the budget): a plan early; then the rest of the sweep
     J = max(len(m.options) for m in per_stage)
     todo = [j for j in sweep_order(J) if j not in done]
     if fig is None:
-        fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits, columns=todo[:3], done=done)
-        todo = todo[3:]
+        # the least memory first, then the two columns predicted to straddle the budget (else the ends and middle)
+        fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits, columns=[J - 1], done=done)
+        near = [] if fig is None else budget_columns(per_stage, fig, float(problem.budgets[0]) - fig[0], J - 1)
+        first = near or [j for j in todo if j not in done][:2]
+        if fig is not None and not limits.expired():
+            fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits, columns=first, into=fig,
+                                done=done)
+        todo = [j for j in todo if j not in done]
+        if near:      # the rest nearest the budget first (a sweep stopped early still has the columns that matter)
+            todo.sort(key=lambda j: abs(j - near[0]))
         if fig is None:
             stats["stopped"] = "limits"
         else:
