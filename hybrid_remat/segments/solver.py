@@ -70,7 +70,7 @@ from ..simulate import simulate
 from .chain import SegmentChain, segment_chain
 from .dp import chain_dp_kernel
 from .menus import compute_menus, menu_tasks
-from .stream import stream_options, with_stream
+from .stream import stream_groups, stream_options, with_stream
 
 __all__ = ["SegmentResult", "chain_figures", "chain_dp", "budget_columns", "stage_groups", "quick_keep", "sweep_order", "solve_segments", "stage_menus"]
 
@@ -352,7 +352,8 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
     limits = _reserve(limits, memo.get("sim_s", 0.0))
     stats["menus"] = {"exact": sum(m.exact for m in menus.values()), "total": len(menus),
                       "seconds": now() - t0}
-    groups = stage_groups(chain.kind)
+    plain_groups = stage_groups(chain.kind)
+    groups = stream_groups(chain, streams, plain_groups)       # stream runs: one option between checkpoints
 
     def least():    # the least memory everywhere, once
         choice = [len(m.options) - 1 for m in per_stage]
@@ -366,11 +367,12 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
 
     def rounds_on(fig, n_rounds, held_only=False):
         base, held, inside, extra = fig
-        if held_only:     # the held-stream class alone, on the same figures
+        if held_only:     # the held-stream class alone, on the same figures, stage groups as without the stream
             extra = np.where(streamed, np.inf, extra)
+        by = plain_groups if held_only else groups
 
         def choose(capacity):
-            choice = chain_dp(held, inside, extra, capacity, groups=groups)
+            choice = chain_dp(held, inside, extra, capacity, groups=by)
             return None if choice is None else (_keep(problem.graph, chain, per_stage, choice), choice)
 
         plan, value, choice, rounds = capacity_rounds(problem, planner, base, choose, least, limits=limits,

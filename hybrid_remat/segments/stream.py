@@ -64,7 +64,7 @@ from ..limits import Limits
 from .menus import EXACT_NODES, Menu
 
 __all__ = ["StreamOptions", "run_blocks", "stream_options", "with_stream", "stream_period",
-           "is_checkpoint"]
+           "is_checkpoint", "stream_groups"]
 
 
 @dataclass
@@ -172,3 +172,28 @@ def with_stream(chain, per_stage: list, options: dict) -> list:
         for j in range(count):
             out[first + j] = ckpt if is_checkpoint(j, count, so.period) else plain
     return out
+
+
+def stream_groups(chain, options: dict, groups: list) -> list:
+    """``groups`` (:func:`~.solver.stage_groups`) with the stages of every
+    run in ``options`` regrouped by checkpoint: each group the blocks after
+    one checkpoint up to the next (the chain DP gives a group one option).
+    Within such a group a stream option's recomputations stay inside it (the
+    rule's recursion stops at the checkpoint before it, held by every
+    option), so the figures measured with the whole run on one option are
+    the group's whatever the other groups take; stages free to mix options
+    within a period made the DP's plans run over the budget by a tenth."""
+    if not options:
+        return groups
+    spans = {}
+    for k, so in options.items():
+        first, count, _ = chain.runs[k]
+        a = 0
+        for j in range(count):
+            if is_checkpoint(j, count, so.period):
+                spans[first + a] = first + j + 1
+                a = j + 1
+    inside = np.zeros(chain.n_stages + 1, dtype=bool)
+    for a, b in spans.items():
+        inside[a:b] = True
+    return sorted([g for g in groups if not inside[g[0]]] + list(spans.items()))
