@@ -179,3 +179,30 @@ def test_stream_groups_tile_the_chain_and_end_at_checkpoints(chain):
     assert [x for x in got if x[0] < first or x[0] >= first + count] == \
         [x for x in base if x[0] < first or x[0] >= first + count]
     assert stream_groups(ch, {}, base) == base
+
+
+
+def test_a_later_call_redoes_stream_menus_an_earlier_one_cut(monkeypatch):
+    """The chain keeps its menus and figures with the problem; where the
+    first call's limits cut the stream menus, the next call computes them
+    and measures its own figures (the class is not lost for the run)."""
+    import time
+
+    import hybrid_remat.segments.solver as solver
+    from hybrid_remat.limits import Limits
+
+    def cut(problem, chain, menus, *, limits):
+        while not limits.expired():      # the stream menus' share spent, nothing found
+            time.sleep(0.01)
+        return {}
+
+    g = _graph(20)
+    ch = segment_chain(g, min_block=3)
+    p = Problem.single(g, "30%")
+    with monkeypatch.context() as m:
+        m.setattr(solver, "stream_options", cut)
+        first = solve_segments(p, chain=ch, limits=Limits.seconds(1.5))
+    assert first.plan is not None and not first.stats["stream"]
+    again = solve_segments(p, chain=ch)
+    assert again.stats["memo"] and again.stats["stream"] and again.stats["stream_stages"] > 0
+    assert again.objective < first.objective and simulate(p, again.plan).valid

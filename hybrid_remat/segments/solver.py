@@ -287,6 +287,11 @@ def quick_keep(chain, tasks, n: int) -> np.ndarray:
     return keep
 
 
+def _option_counts(streams: dict) -> dict:
+    """The number of stream points per run (what the stages' option lists depend on)."""
+    return {k: len(so.points) for k, so in streams.items()}
+
+
 def _reserve(limits: Limits, seconds: float) -> Limits:
     """``limits`` ending ``seconds`` earlier (no earlier than now)."""
     left = limits.left()
@@ -322,10 +327,12 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
     memo = problem.__dict__.setdefault("_segments_memo", {}) if menus is None else {}
     key = (id(chain), chain.n_stages, bool(stream))
     kept = memo.get(key)
-    fig, done, streams = None, [], None
+    fig, done, streams, cut = None, [], None, False
     if kept is not None:
         menus, fig, done, streams = kept["menus"], kept["fig"], kept["done"], kept["stream"]
         stats["memo"] = {"columns": len(done)}
+        if kept["stream_cut"]:      # the earlier call's limits cut the stream menus: again, with this call's
+            streams, old = None, streams
         if kept["best"][0] is not None:
             best[:] = kept["best"]          # the earlier call's plan: this one returns no worse
     elif menus is None:
@@ -343,9 +350,14 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
     per_stage = stage_menus(chain, menus)
     if streams is None:
         t1, left = now(), limits.left()
-        streams = stream_options(problem, chain, menus, limits=limits.share(0.15 * left)
-                                 if math.isfinite(left) else limits) if stream else {}
+        # a cap, seldom reached (a few SCIP solves per run): with 0.15 of the time left the portfolio's share
+        # at 2k-10k nodes under load cut the staircases before any stream point and the class was lost
+        share = limits.share(0.35 * left) if math.isfinite(left) else limits
+        streams = stream_options(problem, chain, menus, limits=share) if stream else {}
+        cut = share.expired()
         stats["stream_s"] = now() - t1
+        if kept is not None and _option_counts(streams) != _option_counts(old):
+            fig, done = None, []    # other options per stage: the kept figures do not apply
     per_stage = with_stream(chain, per_stage, streams)
     stats["stream"] = {int(k): {**so.stats, "period": so.period} for k, so in streams.items()}
     # a column or a round (one plan, one simulation) starts only where it can end before the deadline
@@ -408,10 +420,11 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
         if streamed.any() and not limits.expired():     # the better of the two classes wins
             rounds_on(fig, max_rounds, held_only=True)
     if fig is not None:
-        memo[key] = {"menus": menus, "fig": fig, "done": done, "best": list(best), "stream": streams}
+        memo[key] = {"menus": menus, "fig": fig, "done": done, "best": list(best), "stream": streams,
+                     "stream_cut": cut}
     plan, value, choice = best
     if choice and streams:
-        stats["stream_stages"] = sum(bool(per_stage[s].stream and per_stage[s].stream[o])
-                                     for s, o in enumerate(choice))
+        stats["stream_stages"] = sum(bool(per_stage[s].stream and o < len(per_stage[s].stream)
+                                          and per_stage[s].stream[o]) for s, o in enumerate(choice))
     stats["seconds"] = now() - t0
     return SegmentResult(plan, value, choice or [], stats)
