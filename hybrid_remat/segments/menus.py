@@ -65,13 +65,16 @@ class MenuTask:
 class Menu:
     """Options (bool masks over the stage's forward nodes: held), most
     memory first, with their held bytes and extra time; ``exact``: the
-    front is the closure model's proved Pareto front."""
+    front is the closure model's proved Pareto front; ``stream``: per
+    option whether it drops the residual stream (:mod:`.stream`; ``None``:
+    none does)."""
 
     options: list
     held: list
     extra: list
     exact: bool
     stats: dict = field(default_factory=dict)
+    stream: list | None = None
 
 
 def menu_tasks(problem, chain, *, exact_nodes: int = EXACT_NODES) -> list:
@@ -79,7 +82,8 @@ def menu_tasks(problem, chain, *, exact_nodes: int = EXACT_NODES) -> list:
     of a run stands for it) and one per segment of its own.
 
     A block holds the values the next block reads (``fixed``: the residual
-    stream, as in :mod:`hybrid_remat.blocks.solver`); a segment of its own
+    stream, as in :mod:`hybrid_remat.blocks.solver`; the options that drop
+    it are :mod:`.stream`'s, added by the solver); a segment of its own
     may drop the values later segments read (``needed``: the menu charges
     their recomputation; the simulator measures what the plan does)."""
     g = problem.graph

@@ -10,6 +10,10 @@ with no repetition is a chain of segments of its own (HiRemate's idea,
 with exact menus where small and a simulator-checked plan).
 
 1. **Menus** (:mod:`.menus`): independent tasks, exact with SCIP where small.
+   The stages of a run of repeated blocks also get the *stream options*
+   where they pay (:mod:`.stream`: the block drops the output the next
+   block reads, recomputed from a checkpoint every ``m`` blocks), options
+   like the others for the figures and the DP.
 2. **Figures** (:func:`chain_figures`): ``J`` simulations of the whole
    graph, in the ``j``-th every stage takes its ``j``-th option (spread
    over its menu): per stage and option the bytes it adds to what later
@@ -23,13 +27,16 @@ with exact menus where small and a simulator-checked plan).
    figures exactly.
 4. **Plan** and rounds as in :func:`~hybrid_remat.blocks.solver.solve_blocks`:
    over the budget, the capacity shrinks by the excess; well under, it grows
-   once by the room left.
+   once by the room left.  Where stream options exist, the last rounds are
+   run twice: on every option, then on the held-stream options alone (the
+   same figures), the better plan kept.
 
 Anytime: before the menus, a first plan from one simulation (every stage
 keeps only its fixed values: :func:`quick_keep`); after the menus, the
-figures of three columns of the sweep (both ends and the middle,
-:func:`sweep_order`) and their DP plan; then the rest of the sweep and the
-final rounds.  Every better valid plan goes to ``on_incumbent`` at once.
+figures of three columns of the sweep (the least memory and the two
+predicted to straddle the budget, :func:`budget_columns`; else both ends
+and the middle, :func:`sweep_order`) and their DP plan; then the rest of
+the sweep, nearest the budget first, and the final rounds.  Every better valid plan goes to ``on_incumbent`` at once.
 
 It returns the best simulator-valid plan and proves nothing itself; the
 bound over every plan is :func:`~hybrid_remat.bounds.segments.segment_lower_bound`.
@@ -63,8 +70,9 @@ from ..simulate import simulate
 from .chain import SegmentChain, segment_chain
 from .dp import chain_dp_kernel
 from .menus import compute_menus, menu_tasks
+from .stream import stream_groups, stream_options, with_stream
 
-__all__ = ["SegmentResult", "chain_figures", "chain_dp", "stage_groups", "quick_keep", "sweep_order", "solve_segments", "stage_menus"]
+__all__ = ["SegmentResult", "chain_figures", "chain_dp", "budget_columns", "stage_groups", "quick_keep", "sweep_order", "solve_segments", "stage_menus"]
 
 
 @dataclass
@@ -160,7 +168,7 @@ def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | N
     for j in (sweep_order(J) if columns is None else columns):
         if limits.expired():
             break
-        choice = [int(round(j * (len(m.options) - 1) / max(1, J - 1))) for m in per_stage]
+        choice = _column_choice(per_stage, j, J)
         plan, _, rec = planner.plan(_keep(problem.graph, chain, per_stage, choice))
         b, h, ins, ex, _ = _probe(problem, chain, plan, rec)
         base = max(base, b)
@@ -175,6 +183,38 @@ def chain_figures(problem, chain, per_stage, *, planner=None, limits: Limits | N
     if not count:
         return None
     return base, held, inside, extra
+
+
+def _column_choice(per_stage, j: int, J: int) -> list:
+    """The option every stage takes in column ``j`` (:func:`chain_figures`)."""
+    return [int(round(j * (len(m.options) - 1) / max(1, J - 1))) for m in per_stage]
+
+
+def budget_columns(per_stage, fig, capacity: float, measured: int) -> list:
+    """The two columns predicted to straddle ``capacity`` (bytes above
+    ``base``): the most-memory column predicted to fit and the one before
+    it, the prediction being column ``measured``'s modelled peak (the DP's
+    rows on its figures ``fig``) plus the menus' held bytes it adds; the
+    columns not measured yet come first in the early sweep (a plan near the
+    budget from three simulations: at 100k nodes the sweep's ends and middle
+    left the DP far from it)."""
+    base, held, inside, _ = fig
+    J = max(len(m.options) for m in per_stage)
+    rows = np.arange(len(per_stage))
+    c = np.array(_column_choice(per_stage, measured, J))
+    h, ins = held[rows, c], inside[rows, c]
+    if not (np.isfinite(h).all() and np.isfinite(ins).all()):
+        return []
+    peak = float((np.concatenate([[0.0], np.cumsum(np.maximum(h, 0))[:-1]]) + ins).max())
+    menu_held = [np.asarray(m.held, dtype=np.float64) for m in per_stage]
+    at = float(sum(mh[o] for mh, o in zip(menu_held, c, strict=True)))
+    fits = [j for j in range(J)
+            if peak + sum(mh[o] for mh, o in zip(menu_held, _column_choice(per_stage, j, J), strict=True)) - at
+            <= capacity]
+    if not fits:
+        return []
+    j = min(fits)
+    return [x for x in (j, j - 1) if 0 <= x < J and x != measured]
 
 
 def stage_groups(kind, target: int = 256) -> list:
@@ -247,6 +287,11 @@ def quick_keep(chain, tasks, n: int) -> np.ndarray:
     return keep
 
 
+def _option_counts(streams: dict) -> dict:
+    """The number of stream points per run (what the stages' option lists depend on)."""
+    return {k: len(so.points) for k, so in streams.items()}
+
+
 def _reserve(limits: Limits, seconds: float) -> Limits:
     """``limits`` ending ``seconds`` earlier (no earlier than now)."""
     left = limits.left()
@@ -254,10 +299,13 @@ def _reserve(limits: Limits, seconds: float) -> Limits:
 
 
 def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain | None = None,
-                   menus: dict | None = None, on_incumbent=None, max_rounds: int = 8) -> SegmentResult:
+                   menus: dict | None = None, on_incumbent=None, max_rounds: int = 8,
+                   stream: bool = True) -> SegmentResult:
     """The segment-chain solver (module docstring).  ``menus``: computed
     already (:func:`~.menus.compute_menus` of :func:`~.menus.menu_tasks`);
-    ``on_incumbent(plan, source)`` is called with every better valid plan."""
+    ``on_incumbent(plan, source)`` is called with every better valid plan;
+    ``stream``: the runs' stages may also drop the residual stream where it
+    pays (:mod:`.stream`: more options for the same figures and DP)."""
     limits = limits or Limits()
     t0 = now()
     chain = chain if chain is not None else segment_chain(problem.graph)
@@ -277,12 +325,14 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
 
     # menus and figures do not depend on the budget's use: kept with the problem for a later call
     memo = problem.__dict__.setdefault("_segments_memo", {}) if menus is None else {}
-    key = (id(chain), chain.n_stages)
+    key = (id(chain), chain.n_stages, bool(stream))
     kept = memo.get(key)
-    fig, done = None, []
+    fig, done, streams, cut = None, [], None, False
     if kept is not None:
-        menus, fig, done = kept["menus"], kept["fig"], kept["done"]
+        menus, fig, done, streams = kept["menus"], kept["fig"], kept["done"], kept["stream"]
         stats["memo"] = {"columns": len(done)}
+        if kept["stream_cut"]:      # the earlier call's limits cut the stream menus: again, with this call's
+            streams, old = None, streams
         if kept["best"][0] is not None:
             best[:] = kept["best"]          # the earlier call's plan: this one returns no worse
     elif menus is None:
@@ -298,21 +348,43 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
         left = limits.left()
         menus = compute_menus(tasks, limits=limits.share(0.5 * left) if math.isfinite(left) else limits)
     per_stage = stage_menus(chain, menus)
+    if streams is None:
+        t1, left = now(), limits.left()
+        # a cap, seldom reached (a few SCIP solves per run): with 0.15 of the time left the portfolio's share
+        # at 2k-10k nodes under load cut the staircases before any stream point and the class was lost
+        share = limits.share(0.35 * left) if math.isfinite(left) else limits
+        streams = stream_options(problem, chain, menus, limits=share) if stream else {}
+        cut = share.expired()
+        stats["stream_s"] = now() - t1
+        if kept is not None and _option_counts(streams) != _option_counts(old):
+            fig, done = None, []    # other options per stage: the kept figures do not apply
+    per_stage = with_stream(chain, per_stage, streams)
+    stats["stream"] = {int(k): {**so.stats, "period": so.period} for k, so in streams.items()}
     # a column or a round (one plan, one simulation) starts only where it can end before the deadline
     limits = _reserve(limits, memo.get("sim_s", 0.0))
     stats["menus"] = {"exact": sum(m.exact for m in menus.values()), "total": len(menus),
                       "seconds": now() - t0}
-    groups = stage_groups(chain.kind)
+    plain_groups = stage_groups(chain.kind)
+    groups = stream_groups(chain, streams, plain_groups)       # stream runs: one option between checkpoints
 
     def least():    # the least memory everywhere, once
         choice = [len(m.options) - 1 for m in per_stage]
         return _keep(problem.graph, chain, per_stage, choice), choice
 
-    def rounds_on(fig, n_rounds):
+    n_opt = max(len(m.options) for m in per_stage)
+    streamed = np.zeros((chain.n_stages, n_opt), dtype=bool)    # the stream options (:mod:`.stream`), per stage
+    for s, m in enumerate(per_stage):
+        if m.stream:
+            streamed[s, :len(m.stream)] = m.stream
+
+    def rounds_on(fig, n_rounds, held_only=False):
         base, held, inside, extra = fig
+        if held_only:     # the held-stream class alone, on the same figures, stage groups as without the stream
+            extra = np.where(streamed, np.inf, extra)
+        by = plain_groups if held_only else groups
 
         def choose(capacity):
-            choice = chain_dp(held, inside, extra, capacity, groups=groups)
+            choice = chain_dp(held, inside, extra, capacity, groups=by)
             return None if choice is None else (_keep(problem.graph, chain, per_stage, choice), choice)
 
         plan, value, choice, rounds = capacity_rounds(problem, planner, base, choose, least, limits=limits,
@@ -320,12 +392,20 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
         stats["rounds"] += rounds
         offer(plan, value, choice)
 
-    # a few columns (both ends and the middle of every menu): a plan early; then the rest of the sweep
+    # a few columns (the least memory and two near the budget): a plan early; then the rest of the sweep
     J = max(len(m.options) for m in per_stage)
     todo = [j for j in sweep_order(J) if j not in done]
     if fig is None:
-        fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits, columns=todo[:3], done=done)
-        todo = todo[3:]
+        # the least memory first, then the two columns predicted to straddle the budget (else the ends and middle)
+        fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits, columns=[J - 1], done=done)
+        near = [] if fig is None else budget_columns(per_stage, fig, float(problem.budgets[0]) - fig[0], J - 1)
+        first = near or [j for j in todo if j not in done][:2]
+        if fig is not None and not limits.expired():
+            fig = chain_figures(problem, chain, per_stage, planner=planner, limits=limits, columns=first, into=fig,
+                                done=done)
+        todo = [j for j in todo if j not in done]
+        if near:      # the rest nearest the budget first (a sweep stopped early still has the columns that matter)
+            todo.sort(key=lambda j: abs(j - near[0]))
         if fig is None:
             stats["stopped"] = "limits"
         else:
@@ -337,8 +417,14 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
             fig = chain_figures(problem, chain, per_stage, planner=planner, columns=todo, into=fig, done=done,
                                 limits=limits.share(0.67 * left) if math.isfinite(left) else limits)
         rounds_on(fig, max_rounds)
+        if streamed.any() and not limits.expired():     # the better of the two classes wins
+            rounds_on(fig, max_rounds, held_only=True)
     if fig is not None:
-        memo[key] = {"menus": menus, "fig": fig, "done": done, "best": list(best)}
+        memo[key] = {"menus": menus, "fig": fig, "done": done, "best": list(best), "stream": streams,
+                     "stream_cut": cut}
     plan, value, choice = best
+    if choice and streams:
+        stats["stream_stages"] = sum(bool(per_stage[s].stream and o < len(per_stage[s].stream)
+                                          and per_stage[s].stream[o]) for s, o in enumerate(choice))
     stats["seconds"] = now() - t0
     return SegmentResult(plan, value, choice or [], stats)
