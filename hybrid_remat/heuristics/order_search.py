@@ -125,7 +125,7 @@ class SearchedOrder(Heuristic):
             orders = [np.arange(problem.graph.n, dtype=np.int64)]
 
         class _Given(SinksLast):
-            def orders(self, graph):
+            def orders(self, graph, limits=None):
                 return orders
 
         plan = _Given().run(problem, seed=seed, limits=limits)
