@@ -155,6 +155,7 @@ class LayerFront:
         self.staircase = closure_staircase(nodes, preds, needed=needed, fixed=fixed, cost=cost, size=g.bytes[nodes],
                                            limits=limits, resolution=1 / 24, keep_open=True)
         self.rounds = 0
+        self.pending: list = []     # the gaps of the current round still to refine (indices, decreasing)
         self.coarse_solves = self.staircase.stats["solves"]
 
     @property
@@ -162,28 +163,38 @@ class LayerFront:
         """Closure-model solves spent refining."""
         return self.staircase.stats["solves"] - self.coarse_solves
 
+    def _stopped(self, limits: Limits) -> bool:
+        return limits.expired() or (limits.work is not None and self.refine_solves >= limits.work)
+
     def done(self, limits: Limits | None = None) -> bool:
-        """No refinement round is left (or ``limits`` stop the next one)."""
+        """No refinement is left (or ``limits`` stop the next gap)."""
         st = self.staircase
-        if limits is not None and (limits.expired() or (limits.work is not None
-                                                         and self.refine_solves >= limits.work)):
+        if limits is not None and self._stopped(limits):
             return True
+        if self.pending:
+            return False
         return (self.rounds >= self.max_rounds or len(st.points) >= self.max_points
                 or not any(p.covers_from < p.held for p in st.points))
 
-    def step(self, limits: Limits) -> bool:
-        """One refinement round within ``limits``; True when it added points."""
+    def step(self, limits: Limits, min_seconds: float = math.inf) -> bool:
+        """Refine gaps within ``limits``, from the back, until the round ends
+        or ``min_seconds`` have passed (then the round resumes at the next
+        call: the gaps before stay at their indices); True when it added
+        points."""
         st = self.staircase
         before = len(st.points)
-        if self.done(limits):
-            return False
-        gaps = [i for i, p in enumerate(st.points) if p.covers_from < p.held]
-        for i in sorted(gaps, reverse=True):          # from the back: indices stay valid
-            if limits.expired() or (limits.work is not None and self.refine_solves >= limits.work):
+        t0 = now()
+        if not self.pending:
+            if self.done(limits):
+                return False
+            self.pending = sorted((i for i, p in enumerate(st.points) if p.covers_from < p.held), reverse=True)
+            self.rounds += 1
+        while self.pending:
+            if self._stopped(limits) or now() - t0 >= min_seconds:
                 break
-            if not st.refine(i, limits):
+            if not st.refine(self.pending.pop(0), limits):
+                self.pending = []         # as the one-shot walk: a stopped gap ends the round
                 break
-        self.rounds += 1
         return len(st.points) > before
 
     def close(self) -> None:
@@ -453,7 +464,7 @@ def _solve(problem, bs, limits, menu_lim, front, t0, stats, on_incumbent, max_ro
                 break
             lim = limits.share(room) if math.isfinite(room) else limits
             t1 = now()
-            added = front.step(lim)
+            added = front.step(lim, min_seconds=2.0 * took if math.isfinite(room) else math.inf)
             if not added:
                 if lim.expired():
                     break
