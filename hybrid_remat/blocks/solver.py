@@ -13,7 +13,13 @@ stream) are always held, so a recomputation never reaches beyond its block
 1. **Menus** (:func:`block_menus`): for one block of each kind (identical
    blocks share one solve) and for the epilogue, SCIP gives the exact
    ``(held, extra)`` Pareto front of its closure model
-   (:func:`~hybrid_remat.blocks.staircase.closure_staircase`).
+   (:func:`~hybrid_remat.blocks.staircase.closure_staircase`).  The
+   block's front is anytime (:class:`LayerFront`): a coarse walk gives a
+   first plan (steps 2-4), then its gaps are refined gap by gap and the plan
+   rebuilt on each finer menu (the epilogue's figures kept); every better
+   plan is reported.  Each refined point is an exact Pareto point, so a
+   refinement stopped anywhere leaves a valid menu, and the best plan is
+   never worse than the unrefined one.
 2. **Peaks inside** (:func:`probe`): each menu option is measured by the
    simulator on the whole graph with every block taking that option: the
    bytes a block adds to what later blocks see (``held``) and its peak above
