@@ -77,7 +77,12 @@ class BlocksFormulation(RemembersBlocks, Formulation):
 
     def predict_seconds(self, problem) -> float:
         """About 3 s of SCIP (the staircases, independent of depth) and a few
-        simulations of the whole graph (measured: 0.15 s each at 100k nodes).
+        simulations of the whole graph (measured: 0.15 s each at 100k nodes),
+        the block solver's staircase refinement and the plans rebuilt after
+        it included (:class:`~hybrid_remat.blocks.solver.LayerFront`; decoder
+        tracer 10k at 30 %: first plan 0.4 s, refinement done with its five
+        plans 2.2 s, load 3.4); the solver plans anytime, so a shorter share
+        gives a coarser plan, not none.
         Several runs (the segment chain): a first plan after one simulation
         and a DP plan after three (measured on U-Nets: 0.3 s and 3.5 s at
         100k nodes on a loaded machine, 0.2 s and 3 s at 10k)."""
