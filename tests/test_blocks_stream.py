@@ -18,6 +18,7 @@ from hybrid_remat.families import decoder_checkmate
 from hybrid_remat.generators import training_graph
 from hybrid_remat.problem import Problem
 from hybrid_remat.simulate import simulate
+from hybrid_remat.testing.instances import recompute_reach
 
 
 @pytest.fixture(scope="module")
@@ -76,15 +77,10 @@ def test_menu_figures_are_the_simulators_and_recomputation_stops_at_a_checkpoint
                 assert extra <= menu[o][1] * (1 + 1e-9) + 1e-15
         # every recomputation of block j's values serves the backward of a block k at most period - 1 above it
         seq, _ = planner.sequence(keep)
-        count = np.zeros(g.n, dtype=np.int64)
-        for i, v in enumerate(seq.tolist()):
-            count[v] += 1
-            j = int(bs.stage[v])
-            if count[v] == 2 and 0 <= j < L:
-                nxt = next(int(u) for u in seq[i + 1:].tolist() if g.phase[u] != 0)
-                k = int(bs.stage[nxt])       # the stage whose backward it serves (L: the epilogue)
+        for j, k in recompute_reach(g, seq, bs.stage):   # k: the stage whose backward it serves (L: the epilogue)
+            if 0 <= j < L:
                 assert j <= k + 1 and k - j < period
-        assert count.max() <= 2 and rec.any()
+        assert np.bincount(seq, minlength=g.n).max() <= 2 and rec.any()
 
 
 @pytest.mark.parametrize("budget", ["25%", "30%", "50%"])

@@ -19,6 +19,7 @@ from hybrid_remat.segments.menus import compute_menus, menu_tasks
 from hybrid_remat.segments.solver import budget_columns, chain_figures, solve_segments, stage_menus
 from hybrid_remat.segments.stream import is_checkpoint, run_blocks, stream_options, with_stream
 from hybrid_remat.simulate import simulate
+from hybrid_remat.testing.instances import recompute_reach
 
 
 def _graph(n_blocks=16, stem=6, head=4, seed=0):
@@ -102,15 +103,10 @@ def test_menu_figures_are_the_simulators_and_recomputation_stops_at_a_checkpoint
         assert not rec[np.concatenate([ch.fwd[s] for s in range(ch.n_stages) if ch.kind[s] < 0])].any()
         # every recomputation of block j's values serves the backward of a block k at most period - 1 above it
         seq, _ = planner.sequence(keep)
-        seen = np.zeros(g.n, dtype=np.int64)
-        for i, v in enumerate(seq.tolist()):
-            seen[v] += 1
-            j = int(bs.stage[v])
-            if seen[v] == 2 and 0 <= j < count:
-                nxt = next(int(u) for u in seq[i + 1:].tolist() if g.phase[u] != 0)
-                k = int(bs.stage[nxt])
+        for j, k in recompute_reach(g, seq, bs.stage):
+            if 0 <= j < count:
                 assert j <= k + 1 and k - j < so.period
-        assert seen.max() <= 2 and rec.any()
+        assert np.bincount(seq, minlength=g.n).max() <= 2 and rec.any()
 
 
 def test_chain_figures_of_stream_options_are_their_menu_entries(chain):

@@ -64,13 +64,7 @@ def _staircase_of(problem, nodes, others_fwd, limits, dropped=None):
     held: ``dropped`` (a mask over ``nodes``, default none)."""
     g = problem.graph
     cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
-    loc, preds = _local(g, nodes)
-    needed = np.zeros(nodes.size, dtype=bool)
-    fixed = np.zeros(nodes.size, dtype=bool)
-    for i, v in enumerate(nodes.tolist()):
-        s = g.succs(v)
-        needed[i] = bool((g.phase[s] != 0).any())
-        fixed[i] = bool(others_fwd[s].any())
+    preds, needed, fixed = _closure_masks(problem, nodes, others_fwd)
     # coarse first (the whole range of memory in few solves: a truncated fine walk held only the top of it,
     # and nothing fit at 50 % on a loaded machine), then the gaps refined while time and points allow
     st = closure_staircase(nodes, preds, needed=needed, fixed=fixed, cost=cost[nodes], size=g.bytes[nodes],

@@ -23,7 +23,7 @@ from ..plan import Plan, keep_all_plan, plan_from_order
 from ..problem import Device, Problem, default_links
 from ..simulate import simulate
 
-__all__ = ["Instance", "standard_instances", "rescaled"]
+__all__ = ["Instance", "standard_instances", "rescaled", "recompute_reach"]
 
 
 @dataclass(frozen=True)
@@ -126,3 +126,29 @@ def rescaled(graph: Graph, rng: np.random.Generator, *, huge_bytes: bool = False
         nbytes = np.asarray(g.bytes, dtype=np.int64) * (5 * 10**17 // max(1, int(np.sum(g.bytes))))
         g = Graph.from_arrays(nbytes, [tuple(e) for e in g.edges().tolist()], {k: g.cost(k) for k in g.cost_kinds})
     return g
+
+
+def recompute_reach(graph: Graph, seq, stage) -> list[tuple[int, int]]:
+    """``(j, k)`` for each second computation of a value in a compute
+    sequence: ``j`` the stage of the value, ``k`` the stage of the next
+    backward node after it (the backward the recomputation serves);
+    ``stage``: a stage per node (e.g. ``BlockStructure.stage``).  Checks of
+    plan classes that bound how far back a recomputation reaches (a
+    checkpoint every few blocks) assert on these pairs.
+
+    >>> from hybrid_remat.generators import chain
+    >>> g = chain(2)
+    >>> recompute_reach(g, [0, 1], np.zeros(g.n, dtype=int))
+    []
+    """
+    seq = [int(v) for v in seq]
+    seen = np.zeros(graph.n, dtype=np.int64)
+    pairs = []
+    for i, v in enumerate(seq):
+        seen[v] += 1
+        if seen[v] == 2:
+            nxt = next((u for u in seq[i + 1:] if graph.phase[u] != 0), None)
+            if nxt is None:
+                raise ValueError(f"the recomputation of node {v} at step {i} serves no backward node")
+            pairs.append((int(stage[v]), int(stage[nxt])))
+    return pairs
