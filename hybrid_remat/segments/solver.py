@@ -455,8 +455,8 @@ def _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, redr
         rounds_on(fig, max_rounds)
         if streamed.any() and not limits.expired():     # the better of the two classes wins
             rounds_on(fig, max_rounds, held_only=True)
-    memo[("menus", id(chain))] = menus
     if fig is not None:
+        memo[("menus", id(chain))] = menus      # for the other class's call
         memo[key] = {"menus": menus, "fig": fig, "done": done, "best": list(best), "stream": streams,
                      "stream_cut": cut}
     plan, value, choice = best
