@@ -187,7 +187,7 @@ def test_a_later_call_redoes_stream_menus_an_earlier_one_cut(monkeypatch):
     import hybrid_remat.segments.solver as solver
     from hybrid_remat.limits import Limits
 
-    def cut(problem, chain, menus, *, limits):
+    def cut(problem, chain, menus, *, limits, **kw):
         while not limits.expired():      # the stream menus' share spent, nothing found
             time.sleep(0.01)
         return {}

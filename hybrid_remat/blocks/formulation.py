@@ -90,6 +90,12 @@ class BlocksFormulation(RemembersBlocks, Formulation):
             return 0.5 + 3e-5 * problem.graph.n
         return 3.0 + 6e-6 * problem.graph.n
 
+    def warmup(self) -> None:
+        """Compile the re-drop class's kernels (:mod:`hybrid_remat.segments.redrop`) outside every limit."""
+        from ..segments.redrop import warmup
+
+        warmup()
+
     def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
               on_bound=None) -> FormulationResult:
         lim = self.limits_of(limits)

@@ -59,10 +59,12 @@ from .schedule import KeepSetPlanner
 __all__ = ["stream_positions", "stream_pays", "stream_menu", "stream_keep", "solve_stream"]
 
 
-def stream_positions(graph, bs) -> np.ndarray:
+def stream_positions(graph, bs, *, distant: bool = False) -> np.ndarray:
     """Positions of a block's forward part read by the next block's forward
     nodes and by no other stage's forward node (the residual stream), as
-    seen in the middle block."""
+    seen in the middle block; ``distant``: also those read by later stages
+    beyond the next block (a skip, as in a U-Net's encoder: for a plan
+    class that recomputes it at its distant readers, :mod:`hybrid_remat.segments.redrop`)."""
     L = bs.n_blocks
     k = L // 2
     fwd = graph.phase == 0
@@ -73,16 +75,18 @@ def stream_positions(graph, bs) -> np.ndarray:
     for i, v in enumerate(bs.fwd[k].tolist()):
         s = graph.succs(v)
         s = s[fwd[s] & (st[s] != k)]
-        out[i] = bool(s.size) and bool((st[s] == k + 1).all())
+        nxt = st[s] == k + 1
+        out[i] = bool(nxt.any()) and bool((nxt | (distant & (st[s] > k + 1))).all())
     return out
 
 
-def stream_menu(problem, bs, *, limits: Limits | None = None, max_options: int = 48) -> list:
+def stream_menu(problem, bs, *, limits: Limits | None = None, max_options: int = 48, distant: bool = False) -> list:
     """``[(x, extra, held)]``: the middle block's closure staircase with the
     stream positions dropped (never held: recomputed in the backward pass),
-    most memory first (``x``: bool over the block's forward positions)."""
+    most memory first (``x``: bool over the block's forward positions;
+    ``distant``: :func:`stream_positions`')."""
     g = problem.graph
-    out = stream_positions(g, bs)
+    out = stream_positions(g, bs, distant=distant)
     if not out.any():
         return []
     k = bs.n_blocks // 2

@@ -73,6 +73,12 @@ class SegmentsFormulation(Formulation):
         ch = self.chain(problem.graph)
         return ch is not None and float((ch.kind < 0).mean()) > 0.5
 
+    def warmup(self) -> None:
+        """Compile the re-drop class's kernels (:mod:`hybrid_remat.segments.redrop`) outside every limit."""
+        from ..segments.redrop import warmup
+
+        warmup()
+
     def solve(self, problem, *, incumbent=None, limits=None, seed: int = 0, on_incumbent=None,
               on_bound=None) -> FormulationResult:
         lim = self.limits_of(limits)

@@ -70,9 +70,10 @@ from ..simulate import simulate
 from .chain import SegmentChain, segment_chain
 from .dp import chain_dp_kernel
 from .menus import compute_menus, menu_tasks
+from .redrop import PrunedPlans, RedropPlanner
 from .stream import stream_groups, stream_options, with_stream
 
-__all__ = ["SegmentResult", "chain_figures", "chain_dp", "budget_columns", "stage_groups", "quick_keep", "sweep_order", "solve_segments", "stage_menus"]
+__all__ = ["SegmentResult", "chain_figures", "chain_dp", "budget_columns", "stage_groups", "quick_keep", "sweep_order", "solve_segments", "stage_menus", "REDROP_CAP"]
 
 
 @dataclass
@@ -123,7 +124,8 @@ def _probe(problem, chain, plan, rec):
         inside[s] = max(fwd_peak, bwd_peak) - a[s]
         prev_end = max(prev_end, int(ends[s]))
     cost = np.asarray(problem.cost_matrix[0], dtype=np.float64)
-    extra = np.array([float(cost[chain.fwd[s]][rec[chain.fwd[s]]].sum()) for s in range(S)])
+    spent = cost * rec       # ``rec``: recomputed (bool) or how many times (the re-drop rule's counts)
+    extra = np.array([float(spent[chain.fwd[s]].sum()) for s in range(S)])
     return int(a[0]), np.diff(a), inside, extra, sim
 
 
@@ -300,32 +302,64 @@ def _reserve(limits: Limits, seconds: float) -> Limits:
 
 def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain | None = None,
                    menus: dict | None = None, on_incumbent=None, max_rounds: int = 8,
-                   stream: bool = True) -> SegmentResult:
+                   stream: bool = True, redrop="both") -> SegmentResult:
     """The segment-chain solver (module docstring).  ``menus``: computed
     already (:func:`~.menus.compute_menus` of :func:`~.menus.menu_tasks`);
     ``on_incumbent(plan, source)`` is called with every better valid plan;
     ``stream``: the runs' stages may also drop the residual stream where it
-    pays (:mod:`.stream`: more options for the same figures and DP)."""
+    pays (:mod:`.stream`: more options for the same figures and DP).
+
+    ``redrop``: ``None`` the keep-or-recompute-once class alone; an int
+    ``c`` the re-drop class alone (:mod:`.redrop`: values that come back
+    from kept ones through at most ``c`` others are recomputed at every
+    stage that needs them, the stream positions include the values later
+    stages read, its figures measured on its own plans, each plan of its
+    rounds without the recomputations the budget does not need); ``"both"``
+    (default) the first class with half the time, then the re-drop class
+    (``c`` = :data:`REDROP_CAP`) with the rest, the better plan returned."""
     limits = limits or Limits()
+    if redrop != "both":
+        return _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, redrop, math.inf)
+    left = limits.left()
+    first = _solve(problem, limits.share(0.5 * left) if math.isfinite(left) else limits, chain, menus,
+                   on_incumbent, max_rounds, stream, None, math.inf)
+    if first.stats.get("skipped") or limits.expired():
+        return first
+    second = _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, REDROP_CAP, first.objective)
+    won = second if second.objective < first.objective else first
+    return SegmentResult(won.plan, won.objective, won.choice,
+                         {**first.stats, "redrop": second.stats, "class": "redrop" if won is second else "once"})
+
+
+#: the re-drop class of :func:`solve_segments`' second pass: values that come back through at most this many
+#: others not kept (a skip of a residual stream with a checkpoint every 3 blocks: 2)
+REDROP_CAP = 2
+
+
+def _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, redrop, floor) -> SegmentResult:
+    """One class of :func:`solve_segments`; ``on_incumbent`` hears of plans
+    under ``floor`` only (what an earlier class found)."""
     t0 = now()
     chain = chain if chain is not None else segment_chain(problem.graph)
     if chain is None:
         return SegmentResult(None, math.inf, [], {"skipped": "not a training graph (no backward phase after "
                                                              "the forward phase)"})
     stats: dict = {"chain": chain.describe()}
-    planner = KeepSetPlanner(problem, "segments")
+    planner = (KeepSetPlanner(problem, "segments") if redrop is None
+               else RedropPlanner(problem, "segments", chain.stage, cap=redrop))
+    rounds_planner = planner if redrop is None else PrunedPlans(planner, limits)
     best = [None, math.inf, None]
     stats["rounds"] = []
 
     def offer(plan, value, choice):
         if plan is not None and value < best[1]:
             best[:] = [plan, value, choice]
-            if on_incumbent is not None:
+            if on_incumbent is not None and value < floor:
                 on_incumbent(plan, "segments")
 
     # menus and figures do not depend on the budget's use: kept with the problem for a later call
     memo = problem.__dict__.setdefault("_segments_memo", {}) if menus is None else {}
-    key = (id(chain), chain.n_stages, bool(stream))
+    key = (id(chain), chain.n_stages, bool(stream), redrop)
     kept = memo.get(key)
     fig, done, streams, cut = None, [], None, False
     if kept is not None:
@@ -335,6 +369,8 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
             streams, old = None, streams
         if kept["best"][0] is not None:
             best[:] = kept["best"]          # the earlier call's plan: this one returns no worse
+    elif menus is None and memo.get(("menus", id(chain))) is not None:
+        menus = memo[("menus", id(chain))]      # another class's call: the menus are the same
     elif menus is None:
         tasks = menu_tasks(problem, chain)
         quick = quick_keep(chain, tasks, problem.graph.n)     # a first plan in one simulation
@@ -353,7 +389,7 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
         # a cap, seldom reached (a few SCIP solves per run): with 0.15 of the time left the portfolio's share
         # at 2k-10k nodes under load cut the staircases before any stream point and the class was lost
         share = limits.share(0.35 * left) if math.isfinite(left) else limits
-        streams = stream_options(problem, chain, menus, limits=share) if stream else {}
+        streams = stream_options(problem, chain, menus, limits=share, distant=redrop is not None) if stream else {}
         cut = share.expired()
         stats["stream_s"] = now() - t1
         if kept is not None and _option_counts(streams) != _option_counts(old):
@@ -387,7 +423,7 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
             choice = chain_dp(held, inside, extra, capacity, groups=by)
             return None if choice is None else (_keep(problem.graph, chain, per_stage, choice), choice)
 
-        plan, value, choice, rounds = capacity_rounds(problem, planner, base, choose, least, limits=limits,
+        plan, value, choice, rounds = capacity_rounds(problem, rounds_planner, base, choose, least, limits=limits,
                                                       max_rounds=n_rounds, source="segments")
         stats["rounds"] += rounds
         offer(plan, value, choice)
@@ -420,6 +456,7 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
         if streamed.any() and not limits.expired():     # the better of the two classes wins
             rounds_on(fig, max_rounds, held_only=True)
     if fig is not None:
+        memo[("menus", id(chain))] = menus      # for the other class's call
         memo[key] = {"menus": menus, "fig": fig, "done": done, "best": list(best), "stream": streams,
                      "stream_cut": cut}
     plan, value, choice = best

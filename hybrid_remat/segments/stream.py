@@ -119,13 +119,15 @@ def _undominated(points, held_menu: Menu) -> list:
 
 
 def stream_options(problem, chain, menus: dict, *, limits: Limits | None = None, max_options: int = 16,
-                   exact_nodes: int = EXACT_NODES) -> dict:
+                   exact_nodes: int = EXACT_NODES, distant: bool = False) -> dict:
     """``{kind: StreamOptions}`` of the runs where the stream class may pay:
     at least 3 blocks, stream positions, a block of at most ``exact_nodes``
     forward nodes, and at least one stream point no held option of the
     kind's menu (``menus[("kind", k)]``) dominates (module docstring).
     Runs are tried in order while ``limits`` allow (each an equal share of
-    the time left)."""
+    the time left).  ``distant``: the stream positions include values
+    later stages read too (:func:`~hybrid_remat.blocks.stream.stream_positions`;
+    for the re-drop class, :mod:`.redrop`)."""
     limits = limits or Limits()
     g = problem.graph
     got = {}
@@ -139,12 +141,13 @@ def stream_options(problem, chain, menus: dict, *, limits: Limits | None = None,
         bs = run_blocks(chain, k)
         if bs.fwd.shape[1] > exact_nodes:
             continue
-        out = stream_positions(g, bs)
+        out = stream_positions(g, bs, distant=distant)
         if not out.any():
             continue
         left = limits.left()
         share = limits.share(left / (n_runs - k)) if math.isfinite(left) else limits
-        pts = _undominated(stream_menu(problem, bs, limits=share, max_options=max_options), menus[key])
+        pts = _undominated(stream_menu(problem, bs, limits=share, max_options=max_options, distant=distant),
+                           menus[key])
         if pts:
             got[k] = StreamOptions(pts, out, stream_period(count), {"points": len(pts)})
     return got
