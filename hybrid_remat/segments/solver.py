@@ -69,6 +69,7 @@ from ..limits import Limits, now
 from ..simulate import simulate
 from .chain import SegmentChain, segment_chain
 from .dp import chain_dp_kernel
+from .menu_exec import executor_for
 from .menus import compute_menus, menu_tasks
 from .stream import stream_groups, stream_options, with_stream
 
@@ -300,12 +301,15 @@ def _reserve(limits: Limits, seconds: float) -> Limits:
 
 def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain | None = None,
                    menus: dict | None = None, on_incumbent=None, max_rounds: int = 8,
-                   stream: bool = True) -> SegmentResult:
+                   stream: bool = True, menu_executor=None) -> SegmentResult:
     """The segment-chain solver (module docstring).  ``menus``: computed
     already (:func:`~.menus.compute_menus` of :func:`~.menus.menu_tasks`);
     ``on_incumbent(plan, source)`` is called with every better valid plan;
     ``stream``: the runs' stages may also drop the residual stream where it
-    pays (:mod:`.stream`: more options for the same figures and DP)."""
+    pays (:mod:`.stream`: more options for the same figures and DP);
+    ``menu_executor``: where the menus run (:mod:`.menu_exec`; default:
+    :func:`~.menu_exec.executor_for` the limits, the portfolio's worker
+    count)."""
     limits = limits or Limits()
     t0 = now()
     chain = chain if chain is not None else segment_chain(problem.graph)
@@ -346,7 +350,10 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
         if sim.valid:
             offer(plan, problem.objective.value(sim), None)
         left = limits.left()
-        menus = compute_menus(tasks, limits=limits.share(0.5 * left) if math.isfinite(left) else limits)
+        ex = executor_for(limits, menu_executor)
+        menus = compute_menus(tasks, limits=limits.share(0.5 * left) if math.isfinite(left) else limits, executor=ex)
+        if ex is not None:
+            stats["menu_executor"] = dict(ex.stats)
     per_stage = stage_menus(chain, menus)
     if streams is None:
         t1, left = now(), limits.left()
