@@ -81,8 +81,9 @@ def executor_for(limits: Limits | None, executor=None):
 
 
 def _order(tasks: list) -> list:
-    """Exact tasks first, larger first (the longest solves start first), then the greedy ones."""
-    return sorted(range(len(tasks)), key=lambda i: (not tasks[i].exact, -int(tasks[i].needed.size)))
+    """The tasks' own order, as the serial computation takes them (largest first left the two workers on the
+    two largest solves when the exact share ran out: 0 exact menus of 11 where serial had 6, random layered 1k)."""
+    return list(range(len(tasks)))
 
 
 def _complete(tasks: list, got: dict, why: dict) -> tuple[dict, int]:
