@@ -82,29 +82,12 @@ def run_ray(tasks, address=True, num_cpus: int | None = None) -> Iterator:
     ``ray.wait`` as they finish.  ``address=True`` starts a local runtime
     (``num_cpus`` CPUs) unless one is already initialised; a string connects
     to that cluster.  Graphs go to the object store once each."""
-    try:
-        import ray
-    except ImportError:
-        raise HybridRematError("Ray is not installed: pip install 'hybrid_remat[ray]'") from None
+    from ._ray import start_ray
     from .loaders import load_graph
 
-    started = False
-    if not ray.is_initialized():
-        kwargs = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-        if isinstance(address, str) and address not in ("", "local"):
-            kwargs["address"] = address
-        else:
-            kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
-            # workers of a local runtime import the same hybrid_remat as this process (a source checkout too)
-            root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-            env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))}
-            from . import plugins
+    started = start_ray(address, num_cpus)
+    import ray
 
-            if os.environ.get(plugins.DISABLE_ENV):
-                env[plugins.DISABLE_ENV] = os.environ[plugins.DISABLE_ENV]
-            kwargs["runtime_env"] = {"env_vars": env}
-        ray.init(**kwargs)
-        started = True
     remote = ray.remote(num_cpus=1, max_retries=0)(_ray_solve)
     refs: dict = {}
     pending = []

@@ -61,12 +61,18 @@ class Limits:
     nodes : int, optional
         Branch-and-bound node limit for exact models (tests use it instead of
         time limits).
+    workers : int
+        Processes a component may fan independent parts out to (the
+        portfolio's worker count: ``anytime_solve(..., workers=k)``; the
+        segment chain's menus, :mod:`hybrid_remat.segments.menu_exec`); 1:
+        this process only.
     """
 
     deadline: float = math.inf
     work: int | None = None
     stop: threading.Event | None = None
     nodes: int | None = None
+    workers: int = 1
 
     @classmethod
     def seconds(cls, seconds: float | None, **kw) -> Limits:
@@ -87,7 +93,7 @@ class Limits:
 
     def share(self, seconds: float | None = None, *, work: int | None = None) -> Limits:
         """A sub-budget: the earlier of this deadline and ``seconds`` from now,
-        and the smaller work budget; same ``stop`` and ``nodes``."""
+        and the smaller work budget; same ``stop``, ``nodes`` and ``workers``."""
         d = self.deadline if seconds is None else min(self.deadline, now() + max(0.0, float(seconds)))
         w = self.work if work is None else (work if self.work is None else min(self.work, work))
         return replace(self, deadline=d, work=w)

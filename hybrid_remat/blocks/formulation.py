@@ -133,16 +133,16 @@ def result_with_bound(r, bb, stats: dict) -> FormulationResult:
                              r.objective if proved else bound, stats)
 
 
-def solve_chain(problem, ch, lim, *, on_incumbent=None, on_bound=None) -> FormulationResult:
+def solve_chain(problem, ch, lim, *, on_incumbent=None, on_bound=None, menu_executor=None) -> FormulationResult:
     """A segment chain's plan (:func:`~hybrid_remat.segments.solver.solve_segments`,
-    most of ``lim``) and its bound over every plan
+    most of ``lim``; its menus on ``menu_executor``) and its bound over every plan
     (:func:`~hybrid_remat.bounds.segments.segment_lower_bound`, the rest)."""
     from ..bounds.blocks import BlockBound
     from ..bounds.segments import segment_lower_bound
     from ..segments.solver import solve_segments
 
     left = lim.left()
-    r = solve_segments(problem, chain=ch, on_incumbent=on_incumbent,
+    r = solve_segments(problem, chain=ch, on_incumbent=on_incumbent, menu_executor=menu_executor,
                        limits=lim.share(0.7 * left) if math.isfinite(left) else lim)
     if lim.left() < MIN_BOUND_S:       # its cut screen alone takes about that long at 100k nodes
         bb = BlockBound(problem.base_cost, 0.0, -1, {"skipped": f"under {MIN_BOUND_S:g} s left"})

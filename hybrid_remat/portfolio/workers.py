@@ -182,8 +182,9 @@ def _worker_main(wid, pool, orders, conn) -> None:
                 break
             entry, note, seed, deadline, share = order
             task = replace(pool.tasks[entry], note=note)
-            limits = Limits(deadline, pool.work, pool.stop, pool.nodes)
-            out = execute(task, pool.problem, sink, pool.shared, limits=limits, share=share, seed=seed, worker=wid)
+            limits = Limits(deadline, pool.work, pool.stop, pool.nodes, pool.workers)
+            out = pool.runner(task, pool.problem, sink, pool.shared, limits=limits, share=share, seed=seed,
+                              worker=wid)
             sink.send(("done", wid, out))
     finally:
         sink.send(("exit", wid))
@@ -198,11 +199,17 @@ class Pool:
     their outcomes), :meth:`request_stop`, :meth:`close`.  ``tasks`` is the
     scheduler's task list (:attr:`Scheduler.tasks`); ``send_all`` passes
     every valid plan to the parent (a one-worker pool: the ledger keeps a
-    pool of good plans), not only better ones.
+    pool of good plans), not only better ones.  ``runner``: what a worker
+    calls with each assignment (default :func:`~hybrid_remat.portfolio.execute.execute`;
+    the segment menus' pool, :mod:`hybrid_remat.segments.menu_exec`, passes
+    its own), with ``execute``'s signature, returning an
+    :class:`~hybrid_remat.portfolio.execute.Outcome`.  Each task's limits
+    carry ``workers`` (:attr:`~hybrid_remat.limits.Limits.workers`).
     """
 
     def __init__(self, ctx, problem, tasks, *, ledger, shared, workers: int, nodes=None, work=None,
-                 send_all: bool = False):
+                 send_all: bool = False, runner=None):
+        self.runner = runner or execute
         self.ctx, self.problem, self.tasks, self.ledger, self.shared = ctx, problem, list(tasks), ledger, shared
         self.workers, self.nodes, self.work, self.send_all = int(workers), nodes, work, send_all
         self.stop = ctx.Event()

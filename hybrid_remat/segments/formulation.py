@@ -7,9 +7,9 @@ simulator-checked plan of the keep-or-recompute-once class) with most of its
 limits, then :func:`~hybrid_remat.bounds.segments.segment_lower_bound` (a
 bound over every plan) with the rest; ``status`` is ``optimal`` only when the
 plan reaches that bound.  The menus are independent tasks
-(:func:`~hybrid_remat.segments.menus.menu_tasks`); a portfolio that runs them
-on its workers passes the results as ``menus=`` to
-:func:`~hybrid_remat.segments.solver.solve_segments`.
+(:func:`~hybrid_remat.segments.menus.menu_tasks`): they run on the
+portfolio's workers where it has more than one, or on Ray tasks with
+``SegmentsFormulation(RayMenus(address))`` (:mod:`~hybrid_remat.segments.menu_exec`).
 
 Examples
 --------
@@ -40,6 +40,11 @@ class SegmentsFormulation(Formulation):
     capabilities = frozenset({"dag", "single_device", "needs_budget", "serial", "exact", "honours_limits"})
     rank = 8.5
     bound_scope = ALL_PLANS
+
+    def __init__(self, menu_executor=None):
+        #: where the menus run (:mod:`.menu_exec`: ``RayMenus("auto")`` for a Ray cluster); ``None``: the
+        #: portfolio's workers where it runs on more than one (``Limits.workers``), else this process
+        self.menu_executor = menu_executor
 
     def chain(self, graph):
         """The graph's chain (:func:`~hybrid_remat.segments.chain.segment_chain`), kept with the graph."""
@@ -85,4 +90,5 @@ class SegmentsFormulation(Formulation):
         ok, why = self.applicable(problem)
         if not ok:
             return FormulationResult("no_solution", stats={"skipped": why})
-        return solve_chain(problem, self.chain(problem.graph), lim, on_incumbent=on_incumbent, on_bound=on_bound)
+        return solve_chain(problem, self.chain(problem.graph), lim, on_incumbent=on_incumbent, on_bound=on_bound,
+                           menu_executor=self.menu_executor)

@@ -5,8 +5,10 @@ A :class:`MenuTask` carries all a menu needs (the stage's local DAG, which
 values a backward node reads, which a later stage's forward part reads,
 costs and sizes) as plain arrays, so the tasks of a chain can run anywhere
 (threads, the portfolio's workers, Ray tasks): :func:`menu_tasks` lists
-them, :func:`compute_menu` runs one, :func:`compute_menus` runs a list in
-order within limits.
+them, :func:`compute_menu` runs one, :func:`compute_menus` runs a list
+within limits: in order here, or on an executor of :mod:`.menu_exec`
+(worker processes, Ray tasks) with the same menus where the exact solves
+finish.
 
 A menu is exact where the stage is small enough: the Pareto front of the
 closure model (:func:`~hybrid_remat.blocks.staircase.closure_staircase`,
@@ -200,12 +202,17 @@ def _merge(a: Menu, b: Menu) -> Menu:
                 {**a.stats, "merged": True})
 
 
-def compute_menus(tasks: list, *, limits: Limits | None = None, exact_share: float = 0.6) -> dict:
-    """``{key: Menu}`` of every task, in order: exact ones while
-    ``exact_share`` of the limits' time is left for them, greedy after."""
+def compute_menus(tasks: list, *, limits: Limits | None = None, exact_share: float = 0.6, executor=None) -> dict:
+    """``{key: Menu}`` of every task: exact ones while ``exact_share`` of
+    the limits' time is left for them, greedy after.  ``executor``: where
+    they run (:mod:`.menu_exec`: worker processes, Ray tasks; each task
+    gets these exact limits, a menu not back by ``limits``' deadline is the
+    greedy one); ``None``: here, in order."""
     import math
 
     limits = limits or Limits()
     left = limits.left()
     exact_limits = limits.share(exact_share * left) if math.isfinite(left) else limits
+    if executor is not None:
+        return executor.menus(tasks, exact=exact_limits, limits=limits)
     return {t.key: compute_menu(t, limits=exact_limits) for t in tasks}

@@ -69,6 +69,7 @@ from ..limits import Limits, now
 from ..simulate import simulate
 from .chain import SegmentChain, segment_chain
 from .dp import chain_dp_kernel
+from .menu_exec import executor_for
 from .menus import compute_menus, menu_tasks
 from .redrop import PrunedPlans, RedropPlanner
 from .stream import stream_groups, stream_options, with_stream
@@ -302,12 +303,15 @@ def _reserve(limits: Limits, seconds: float) -> Limits:
 
 def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain | None = None,
                    menus: dict | None = None, on_incumbent=None, max_rounds: int = 8,
-                   stream: bool = True, redrop="both") -> SegmentResult:
+                   stream: bool = True, redrop="both", menu_executor=None) -> SegmentResult:
     """The segment-chain solver (module docstring).  ``menus``: computed
     already (:func:`~.menus.compute_menus` of :func:`~.menus.menu_tasks`);
     ``on_incumbent(plan, source)`` is called with every better valid plan;
     ``stream``: the runs' stages may also drop the residual stream where it
-    pays (:mod:`.stream`: more options for the same figures and DP).
+    pays (:mod:`.stream`: more options for the same figures and DP);
+    ``menu_executor``: where the menus run (:mod:`.menu_exec`; default:
+    :func:`~.menu_exec.executor_for` the limits, the portfolio's worker
+    count).
 
     ``redrop``: ``None`` the keep-or-recompute-once class alone; an int
     ``c`` the re-drop class alone (:mod:`.redrop`: values that come back
@@ -319,13 +323,15 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
     (``c`` = :data:`REDROP_CAP`) with the rest, the better plan returned."""
     limits = limits or Limits()
     if redrop != "both":
-        return _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, redrop, math.inf)
+        return _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, redrop, math.inf,
+                      menu_executor)
     left = limits.left()
     first = _solve(problem, limits.share(0.5 * left) if math.isfinite(left) else limits, chain, menus,
-                   on_incumbent, max_rounds, stream, None, math.inf)
+                   on_incumbent, max_rounds, stream, None, math.inf, menu_executor)
     if first.stats.get("skipped") or limits.expired():
         return first
-    second = _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, REDROP_CAP, first.objective)
+    second = _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, REDROP_CAP, first.objective,
+                    menu_executor)
     won = second if second.objective < first.objective else first
     return SegmentResult(won.plan, won.objective, won.choice,
                          {**first.stats, "redrop": second.stats, "class": "redrop" if won is second else "once"})
@@ -336,7 +342,8 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
 REDROP_CAP = 2
 
 
-def _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, redrop, floor) -> SegmentResult:
+def _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, redrop, floor,
+           menu_executor=None) -> SegmentResult:
     """One class of :func:`solve_segments`; ``on_incumbent`` hears of plans
     under ``floor`` only (what an earlier class found)."""
     t0 = now()
@@ -382,7 +389,10 @@ def _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, redr
         if sim.valid:
             offer(plan, problem.objective.value(sim), None)
         left = limits.left()
-        menus = compute_menus(tasks, limits=limits.share(0.5 * left) if math.isfinite(left) else limits)
+        ex = executor_for(limits, menu_executor)
+        menus = compute_menus(tasks, limits=limits.share(0.5 * left) if math.isfinite(left) else limits, executor=ex)
+        if ex is not None:
+            stats["menu_executor"] = dict(ex.stats)
     per_stage = stage_menus(chain, menus)
     if streams is None:
         t1, left = now(), limits.left()
