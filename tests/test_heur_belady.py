@@ -24,7 +24,7 @@ def _args(p, work=UNLIMITED_WORK, steps=None, weights=None):
     dptr, didx = empty_drop(a.n)
     w = np.ones(a.n) if weights is None else weights
     return a, (a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget), dptr, didx, w,
-               BELADY, True, 0, 20 * a.n if steps is None else steps, 2048, 256, np.int64(work))
+               BELADY, True, 0, 20 * a.n if steps is None else steps, 2048, 256, np.int64(work), np.zeros(1, dtype=np.uint8))
 
 
 @pytest.mark.parametrize("family", ["random_layered", "unet", "decoder_checkmate"])
@@ -97,7 +97,7 @@ def test_a_thrashing_run_stops_at_the_step_limit():
     dptr, didx = empty_drop(a.n)
     steps = int(STEP_FACTOR * a.n) + 1000
     args = (a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget), dptr, didx,
-            np.ones(a.n), SCORE_NAMES.index("size"), True, 0, steps, 2048, 256, UNLIMITED_WORK)
+            np.ones(a.n), SCORE_NAMES.index("size"), True, 0, steps, 2048, 256, UNLIMITED_WORK, np.zeros(1, dtype=np.uint8))
     status, op, node, _, _, used = execute_kernel(*args)
     # (it checks after each compute: the evictions just before it come on top)
     assert status == STATUS_STEP_LIMIT and len(op) <= steps + 64 < 10 * a.n

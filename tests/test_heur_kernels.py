@@ -47,7 +47,7 @@ def test_execute_kernel_matches_py_func(seed, score, scan_all):
     dptr, didx = empty_drop(a.n)
     w = np.random.default_rng(seed).random(a.n) + 0.5
     args = (a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget), dptr, didx, w,
-            score, True, seed, 20 * a.n, scan_all, 2, UNLIMITED_WORK)
+            score, True, seed, 20 * a.n, scan_all, 2, UNLIMITED_WORK, np.zeros(1, dtype=np.uint8))
     r1 = execute_kernel(*args)
     r2 = _py(execute_kernel)(*args)
     assert r1[0] == r2[0] and np.array_equal(r1[1], r2[1]) and np.array_equal(r1[2], r2[2])

@@ -106,9 +106,10 @@ def test_kernels_stop_when_their_work_is_spent_and_keep_their_prefix():
     w = np.ones(a.n)
     args = (a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget), dptr, didx, w,
             1, True, 0, 20 * a.n, 2048, 256)
-    full = execute_kernel(*args, UNLIMITED_WORK)
+    go = np.zeros(1, dtype=np.uint8)  # the stop flag, never set here
+    full = execute_kernel(*args, UNLIMITED_WORK, go)
     assert full[0] == 0 and full[5] > 10
-    part = execute_kernel(*args, np.int64(full[5] // 2))
+    part = execute_kernel(*args, np.int64(full[5] // 2), go)
     assert part[0] == STATUS_WORK_SPENT and part[5] <= full[5] // 2 + a.n
     assert np.array_equal(part[1], full[1][:len(part[1])]) and np.array_equal(part[2], full[2][:len(part[2])])
     assert not run_executor(a, work=full[5] // 2).ok

@@ -17,7 +17,8 @@ from hybrid_remat.problem import Problem
 def _args(a, score):
     dptr, didx = empty_drop(a.n)
     return (a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget), dptr, didx,
-            np.ones(a.n), SCORE_NAMES.index(score), True, 0, 4 * a.n + 1000, 2048, 256, UNLIMITED_WORK)
+            np.ones(a.n), SCORE_NAMES.index(score), True, 0, 4 * a.n + 1000, 2048, 256, UNLIMITED_WORK,
+            np.zeros(1, dtype=np.uint8))
 
 
 def test_execute_kernel_is_compiled_without_the_gil():

@@ -20,7 +20,8 @@ def test_static_scores_match_py_func_on_families(family, score):
     a = GraphArrays.from_problem(p)
     dptr, didx = empty_drop(a.n)
     args = (a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(a.budget), dptr, didx,
-            np.ones(a.n), SCORE_NAMES.index(score), True, 0, 20 * a.n, 2048, 256, UNLIMITED_WORK)
+            np.ones(a.n), SCORE_NAMES.index(score), True, 0, 20 * a.n, 2048, 256, UNLIMITED_WORK,
+            np.zeros(1, dtype=np.uint8))
     r1 = execute_kernel(*args)
     r2 = execute_kernel.py_func(*args)
     assert r1[0] == r2[0] and np.array_equal(r1[1], r2[1]) and np.array_equal(r1[2], r2[2])

@@ -16,6 +16,8 @@ True
 from __future__ import annotations
 
 import os
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,12 +26,13 @@ from ..core.sequence import PRUNE_RATE, minimal_plan, prune_kernel, sequence_of_
 from ..limits import NO_LIMITS, UNLIMITED_WORK
 from ..plan import OP_COMPUTE, Plan
 from ..simulate import simulate
-from .executor import SCORE_NAMES, STATUS_OK, STATUS_WORK_SPENT, execute_kernel
+from .belady import belady_kernel
+from .executor import SCORE_BELADY, SCORE_NAMES, STATUS_OK, STATUS_STOPPED, STATUS_WORK_SPENT, execute_kernel
 
 __all__ = [
     "GraphArrays", "ExecResult", "score_code", "run_executor", "plan_from_sequence", "sequence_of_plan",
     "prune_sequence", "finish", "empty_drop", "WorkMeter", "cpu_share", "SCAN_ALL", "SAMPLE", "EXEC_RATE",
-    "EXEC_RATE_EDGES", "exec_rate",
+    "EXEC_RATE_EDGES", "exec_rate", "stop_flag", "WATCH_NODES", "POLL_S",
     "PRUNE_RATE",
 ]
 
@@ -46,6 +49,12 @@ EXEC_RATE = 2e6
 #: random layered 32k nodes 190k edges 2.2-2.5 / 1.6-1.7 M; 100k nodes 604k edges 1.4-1.5 / 1.25-1.3 M; ResNet stages
 #: and Checkmate decoders at 100k nodes, 220-300k edges, 1.9-2.7 / 2.3-2.5 M)
 EXEC_RATE_EDGES = 150_000
+#: from this many nodes :meth:`WorkMeter.execute` stops a kernel at the deadline by its stop flag (a watching
+#: thread: 0.1-0.25 ms a call) instead of sizing its work budget by :func:`exec_rate`; below it a whole run takes
+#: milliseconds
+WATCH_NODES = 4_000
+#: how often the watching thread looks at ``limits.stop`` (the deadline itself it waits for)
+POLL_S = 0.01
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,11 @@ class ExecResult:
         """Stopped because the work budget ran out."""
         return self.status == STATUS_WORK_SPENT
 
+    @property
+    def stopped(self) -> bool:
+        """Stopped by its stop flag (the deadline passed or ``limits.stop`` was set)."""
+        return self.status == STATUS_STOPPED
+
 
 def exec_rate(a: GraphArrays) -> float:
     """Executor work units per CPU second on ``a``'s graph:
@@ -121,6 +135,51 @@ def cpu_share() -> float:
         return 1.0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return float(min(1.0, max(0.05, cores / max(load, 1e-9))))
+
+
+@contextmanager
+def stop_flag(limits=None):
+    """A one-element ``uint8`` array for a kernel to poll: 1 once ``limits``
+    expire (the deadline passes or ``limits.stop`` is set), set by a daemon
+    thread that watches while the ``with`` block runs (the kernels release
+    the GIL); 1 from the start when they already expired, never set without
+    a deadline or ``stop``.
+
+    Examples
+    --------
+    >>> from hybrid_remat.limits import Limits
+    >>> with stop_flag(Limits.seconds(0.0)) as flag:    # expired already
+    ...     int(flag[0])
+    1
+    >>> with stop_flag(Limits(work=10)) as flag:        # no deadline, no stop: no thread, never set
+    ...     int(flag[0])
+    0
+    """
+    limits = limits if limits is not None else NO_LIMITS
+    flag = np.zeros(1, dtype=np.uint8)
+    if limits.expired():
+        flag[0] = 1
+    if flag[0] or (limits.deterministic and limits.stop is None):
+        yield flag
+        return
+    done = threading.Event()
+
+    def watch():
+        while True:
+            left = limits.left()
+            if left <= 0.0:
+                flag[0] = 1
+                return
+            if done.wait(min(left, POLL_S) if limits.stop is not None else left):
+                return
+
+    th = threading.Thread(target=watch, name="hybrid_remat-stop-flag", daemon=True)
+    th.start()
+    try:
+        yield flag
+    finally:
+        done.set()
+        th.join()
 
 
 class WorkMeter:
@@ -177,8 +236,18 @@ class WorkMeter:
         return seq[active]
 
     def execute(self, a: GraphArrays, **kw) -> ExecResult:
-        """:func:`run_executor` within the budget left."""
-        res = run_executor(a, work=self.budget(exec_rate(a)), **kw)
+        """:func:`run_executor` within the budget left: on graphs of
+        :data:`WATCH_NODES` nodes or more (and no ``floor``) the kernel stops
+        at the deadline by its stop flag (:func:`stop_flag`; ``STATUS_STOPPED``)
+        and its work budget is ``limits.work`` alone, so that a run ends at
+        its deadline however little of a core it gets; below, the work budget
+        is also sized by :func:`exec_rate` and the share of a core."""
+        if a.n < WATCH_NODES or self.floor > 0:
+            with stop_flag(self.limits if self.floor <= 0 and self.limits.expired() else None) as flag:
+                res = run_executor(a, work=self.budget(exec_rate(a)), stop=flag, **kw)
+        else:
+            with stop_flag(self.limits) as flag:
+                res = run_executor(a, work=max(0, self.left), stop=flag, **kw)
         self.take(res.used)
         return res
 
@@ -202,19 +271,26 @@ def empty_drop(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def run_executor(a: GraphArrays, *, score="dtr_eq", weights=None, drop=None, allow_evict=True, seed=0,
                  budget=None, max_steps=None, scan_all: int = SCAN_ALL, sample: int = SAMPLE,
-                 work: int = UNLIMITED_WORK) -> ExecResult:
-    """Run :func:`~hybrid_remat.heuristics.executor.execute_kernel` and
-    return the compute sequence it produced (``work``: its work budget)."""
+                 work: int = UNLIMITED_WORK, stop=None) -> ExecResult:
+    """Run :func:`~hybrid_remat.heuristics.executor.execute_kernel` (the
+    ``belady`` score with eviction: :func:`~hybrid_remat.heuristics.belady.belady_kernel`,
+    the same steps faster) and return the compute sequence it produced
+    (``work``: its work budget; ``stop``: its stop flag, :func:`stop_flag`)."""
     n = a.n
     w = np.ones(n) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     dptr, didx = drop if drop is not None else empty_drop(n)
     b = a.budget if budget is None else int(budget)
     steps = max_steps if max_steps is not None else 10 * n + 1000
-    status, op, node, peak, total, used = execute_kernel(
-        a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(b), dptr, didx, w,
-        score_code(score), bool(allow_evict), int(seed), int(steps), int(scan_all), int(sample),
-        np.int64(work),
-    )
+    flag = np.zeros(1, dtype=np.uint8) if stop is None else stop
+    code = score_code(score)
+    if code == SCORE_BELADY and allow_evict:
+        status, op, node, peak, total, used = belady_kernel(
+            a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(b), dptr, didx, w,
+            int(seed), int(steps), np.int64(work), flag)
+    else:
+        status, op, node, peak, total, used = execute_kernel(
+            a.bytes, a.cost, a.pred_ptr, a.pred_idx, a.succ_ptr, a.succ_idx, np.int64(b), dptr, didx, w,
+            code, bool(allow_evict), int(seed), int(steps), int(scan_all), int(sample), np.int64(work), flag)
     seq = node[op == OP_COMPUTE].copy()
     return ExecResult(int(status), seq, float(total), int(peak), int(used))
 

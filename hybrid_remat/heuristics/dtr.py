@@ -35,6 +35,12 @@ start stops there (``dtr_size`` at 100k nodes on random layered graphs: 111k com
 0.35 CPU s instead of 0.62 at load 7; the runs that plan take the same steps).  ``max_nodes``
 (``dtr_lru``: 30k) declines larger graphs.
 
+Deadlines.  From :data:`~hybrid_remat.heuristics.common.WATCH_NODES` nodes the kernel stops at the deadline by
+its stop flag (:func:`~hybrid_remat.heuristics.common.stop_flag`), not by a work budget sized from a measured rate
+(which overran on loaded or niced machines); a stopped run gives no plan.  ``belady`` runs in
+:func:`~hybrid_remat.heuristics.belady.belady_kernel` (the same steps, 3-5x faster: 0.03-0.36 CPU s at 100k nodes
+on six families, ``benchmarks/results/first_plan_s33.md``).
+
 Examples
 --------
 >>> from hybrid_remat.generators import random_layered
@@ -125,8 +131,9 @@ class DTR(Heuristic):
 
     def run(self, problem, *, seed: int = 0, limits=None):
         """A plan, or ``None`` when eviction fails (or thrashes: more than
-        :data:`STEP_FACTOR` ``n + 1000`` steps) or ``limits`` run out before
-        the schedule is complete (a partial prune still counts)."""
+        :data:`STEP_FACTOR` ``n + 1000`` steps) or ``limits`` run out (or
+        ``limits.stop`` is set) before the schedule is complete (a partial
+        prune still counts)."""
         a = GraphArrays.from_problem(problem)
         meter = WorkMeter(limits)
         scan_all, sample = (sampling(a.n, self.scan_all, self.sample) if self.scale_sampling

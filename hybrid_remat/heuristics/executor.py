@@ -30,11 +30,13 @@ they took and dropped a reference to every array they were passed or returned (N
 inlined, the same run is about 25 % faster, step for step the same (0.80-0.83 instead of 1.07-1.14 CPU s
 on the 100k-node random layered graph at 50 %, load 5.7).
 
-Deadlines.  :func:`execute_kernel` releases the GIL (``nogil=True``): a run that overruns its share (its
-work budget counts candidates, not what scoring one costs: ``dtr_eq`` and ``dtr_next_use`` at 100k nodes
-ended 1.7-2.5 s after their deadline on the ResNet stages at 30 %, load 6) no longer holds the whole
-process: the in-process runner stops waiting for it at its deadline plus ``ABANDON_S``
-(``benchmarks/results/first_plan_deadlines_s32.md``).
+Deadlines.  :func:`execute_kernel` releases the GIL (``nogil=True``) and reads its ``stop`` flag (a one-element
+``uint8`` array) at every computation: set by a watching thread at the caller's deadline
+(:func:`~hybrid_remat.heuristics.common.stop_flag`), it ends the run with ``STATUS_STOPPED`` and the sequence so
+far.  (A work budget sized by a measured rate alone overran on a loaded or niced machine: ``dtr_eq`` and
+``dtr_next_use`` at 100k nodes ended 1.7-2.5 s after their deadline on the ResNet stages at 30 %, load 6.)  The
+``belady`` score runs in a kernel of its own, :func:`~hybrid_remat.heuristics.belady.belady_kernel`: the same
+steps, 3-5x faster.
 
 The kernels take numpy arrays (int64 / float64 / bool).  The minimal-memory
 plan of the compute sequence they produce is
@@ -49,7 +51,7 @@ from numba import njit
 __all__ = [
     "SCORE_DTR", "SCORE_DTR_EQ", "SCORE_LRU", "SCORE_SIZE", "SCORE_MSPS", "SCORE_NEXT_USE", "SCORE_NEXT_USE_EQ",
     "SCORE_DTR_FULL", "SCORE_NEXT_USE_FULL", "SCORE_BELADY", "SCORE_NAMES", "BELADY_CAP", "BELADY_REKEYS", "STATUS_OK", "STATUS_NO_VICTIM", "STATUS_STEP_LIMIT",
-    "STATUS_OVER_BUDGET", "STATUS_WORK_SPENT", "execute_kernel",
+    "STATUS_OVER_BUDGET", "STATUS_WORK_SPENT", "STATUS_STOPPED", "execute_kernel",
 ]
 
 SCORE_DTR = 0          # cost / (bytes * staleness)           (h_DTR^local)
@@ -75,6 +77,7 @@ STATUS_NO_VICTIM = 1     # memory short and nothing evictable
 STATUS_STEP_LIMIT = 2    # thrashing: more steps than allowed
 STATUS_OVER_BUDGET = 3   # eviction disabled and the budget was exceeded
 STATUS_WORK_SPENT = 4    # the work budget ran out
+STATUS_STOPPED = 5       # the caller's stop flag was set (its deadline)
 
 
 @njit(cache=True, inline="always")
@@ -304,7 +307,7 @@ def _belady_key(u, t, cost, bytes_, pred_ptr, pred_idx, succ_ptr, succ_idx, next
 
 @njit(cache=True, nogil=True)
 def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget, drop_ptr, drop_idx, weights,
-                   score_kind, allow_evict, seed, max_steps, scan_all, sample, work_budget):
+                   score_kind, allow_evict, seed, max_steps, scan_all, sample, work_budget, stop):
     """Run nodes ``0..n-1`` as targets under ``budget`` with on-demand recomputation.
 
     Parameters
@@ -336,6 +339,9 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
     work_budget : int
         Give up (``STATUS_WORK_SPENT``) after this many work units (three
         per step, one per scored candidate or heap entry taken).
+    stop : uint8 (1,)
+        Read at every computation: non-zero returns ``STATUS_STOPPED`` (set
+        by another thread at the caller's deadline; the GIL is released).
 
     Returns
     -------
@@ -408,6 +414,8 @@ def execute_kernel(bytes_, cost, pred_ptr, pred_idx, succ_ptr, succ_idx, budget,
                 for j in range(pred_ptr[missing], pred_ptr[missing + 1]):
                     lock[pred_idx[j]] += 1
                 continue
+            if stop[0] != 0:
+                return STATUS_STOPPED, out_op[:k], out_node[:k], peak, total, used
             need = bytes_[x]
             while mem + need > budget:
                 if not allow_evict:
