@@ -31,7 +31,7 @@ about a second of the limit at any size: components that declare
 processes that are killed at their deadline.  A component predicted to
 need more than the time left is skipped, with the reason in the report.
 
-Structure first plan first.  On one device, where a graph's structure
+First plan, then structure.  On one device, where a graph's structure
 (repeated blocks, the segment chain: :func:`~hybrid_remat.segments.chain.derive_structure`,
 0.1-0.5 s at 100k nodes) is not yet known, the quick start heuristic runs
 alone first (:attr:`~hybrid_remat.portfolio.scheduler.Scheduler.quick`,
@@ -375,12 +375,15 @@ def anytime_solve(problem, time_limit: float, *, workers: int | None = None, heu
     try:
         if not early and _structure_pending(problem):
             heur, run, found = _first_plan_then_structure(problem, heur, deadline, kw)
+        first = run
         if run is None or not (run.interrupted or ledger.finished() or now() >= deadline):
             sched = Scheduler(problem, heuristics=heur, bounds=red.bounds, improvers=red.improvers,
                               formulations=red.formulations, reductions=red.reductions, named=named)
             run = run_portfolio(
                 problem, deadline=deadline, heuristics=heur, bounds=red.bounds, improvers=red.improvers,
                 formulations=red.formulations, reductions=red.reductions, workers=workers, scheduler=sched, **kw)
+            if first is not None:
+                run.abandoned[:0] = first.abandoned
     finally:
         forget_stopped(problem.graph)   # a stopped detection's stand-ins serve this solve only
     run.signal = run.signal or early.get("signal")
@@ -420,7 +423,8 @@ def _first_plan_then_structure(problem, heuristics: list, deadline: float, kw: d
         run = run_portfolio(problem, deadline=end, heuristics=[quick.obj], workers=1, executor="thread",
                             scheduler=sched, **kw)
         ledger.sealed = False   # the solve goes on with this ledger (run_portfolio sealed it)
-        heuristics = [h for h in heuristics if h is not quick.obj]
+        if math.isfinite(ledger.value):   # it planned: not again (without a plan it runs again, a later round)
+            heuristics = [h for h in heuristics if h is not quick.obj]
         if run.interrupted or ledger.finished():
             return heuristics, run, None
     t = now()
