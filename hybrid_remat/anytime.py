@@ -31,6 +31,16 @@ about a second of the limit at any size: components that declare
 processes that are killed at their deadline.  A component predicted to
 need more than the time left is skipped, with the reason in the report.
 
+First plan, then structure.  On one device, where a graph's structure
+(repeated blocks, the segment chain: :func:`~hybrid_remat.segments.chain.derive_structure`,
+0.1-0.5 s at 100k nodes) is not yet known, the quick start heuristic runs
+alone first (:attr:`~hybrid_remat.portfolio.scheduler.Scheduler.quick`,
+its own share), then detection with at most :data:`STRUCTURE_SHARE` of the
+time left, then the rest of the portfolio, all inside the limit.  A
+detection its share stops leaves the components that need the structure
+out of this solve; the report's ``structure`` row says so
+(``stats["structure"]``: its status, seconds and note).
+
 Statuses.  ``optimal`` only when a plan reaches a bound over every plan
 (``Result.lower_bound`` is always such a bound; ``Result.bound_source`` says
 where it came from), to within a relative 2e-6 (bounds from exact models are
@@ -72,6 +82,7 @@ from .portfolio import Improvement, Ledger, SourceReport, default_workers, reduc
 from .portfolio.calls import adapt
 from .portfolio.runner import catch_signals
 from .portfolio.scheduler import Scheduler
+from .segments.chain import STRUCTURE_KEYS, derive_structure, forget_stopped
 from .simulate import simulate
 
 __all__ = ["anytime_solve", "Result", "SourceReport", "Improvement", "SolveInterrupted", "warmup",
@@ -83,6 +94,8 @@ OBJECTIVES = ("serial", "makespan")
 SECOND_ROUND_MIN_S = 5.0
 #: seconds of the time left kept back from a later round (formulations overrun their limit slightly)
 SECOND_ROUND_MARGIN_S = 2.0
+#: the most of the time left (after the first plan) that structure detection may use
+STRUCTURE_SHARE = 0.5
 
 
 @dataclass
@@ -354,21 +367,71 @@ def anytime_solve(problem, time_limit: float, *, workers: int | None = None, heu
     # formulations the caller named run whatever the scheduler predicts (issue 23.7)
     named = {w for w in (formulations or ()) if isinstance(w, str)}
     t0 = now()  # the admission (each component's applicable() and prediction) is inside the limit too
-    sched = Scheduler(problem, heuristics=red.heuristics, bounds=red.bounds, improvers=red.improvers,
-                      formulations=red.formulations, reductions=red.reductions, named=named)
+    deadline = t0 + (0.0 if early else float(time_limit))
     ledger = Ledger(problem, on_improve=on_improve, t0=t0)
-    run = run_portfolio(
-        problem, deadline=t0 + (0.0 if early else float(time_limit)), heuristics=red.heuristics,
-        bounds=red.bounds, improvers=red.improvers, formulations=red.formulations, reductions=red.reductions,
-        workers=workers, seed=seed, node_limit=node_limit,
-        work_limit=work_limit, stop=stop, signals=signals, second_round_min_s=SECOND_ROUND_MIN_S,
-        second_round_margin_s=SECOND_ROUND_MARGIN_S, ledger=ledger, scheduler=sched,
-    )
+    kw = dict(seed=seed, node_limit=node_limit, work_limit=work_limit, stop=stop, signals=signals,
+              second_round_min_s=SECOND_ROUND_MIN_S, second_round_margin_s=SECOND_ROUND_MARGIN_S, ledger=ledger)
+    heur, run, found = red.heuristics, None, None
+    try:
+        if not early and _structure_pending(problem):
+            heur, run, found = _first_plan_then_structure(problem, heur, deadline, kw)
+        first = run
+        if run is None or not (run.interrupted or ledger.finished() or now() >= deadline):
+            sched = Scheduler(problem, heuristics=heur, bounds=red.bounds, improvers=red.improvers,
+                              formulations=red.formulations, reductions=red.reductions, named=named)
+            run = run_portfolio(
+                problem, deadline=deadline, heuristics=heur, bounds=red.bounds, improvers=red.improvers,
+                formulations=red.formulations, reductions=red.reductions, workers=workers, scheduler=sched, **kw)
+            if first is not None:
+                run.abandoned[:0] = first.abandoned
+    finally:
+        forget_stopped(problem.graph)   # a stopped detection's stand-ins serve this solve only
     run.signal = run.signal or early.get("signal")
     result = _result(ledger, run, warm_s)
+    if found is not None:
+        result.stats["structure"] = found
     if run.signal is not None:
         raise SolveInterrupted(result, run.signal)
     return result
+
+
+def _structure_pending(problem) -> bool:
+    """One device, a training graph (a backward phase after the forward one), structure not yet derived."""
+    g = problem.graph
+    if not problem.is_single_device or all(k in g.__dict__.get("_derived", {}) for k in STRUCTURE_KEYS):
+        return False
+    fwd, bwd = g.phase == 0, g.phase != 0
+    return bool(fwd.any() and bwd.any() and fwd.nonzero()[0][-1] < bwd.nonzero()[0][0])
+
+
+def _first_plan_then_structure(problem, heuristics: list, deadline: float, kw: dict):
+    """The quick start alone (in this process, within its share), then
+    :func:`~hybrid_remat.segments.chain.derive_structure` with at most
+    :data:`STRUCTURE_SHARE` of the time left (module docstring).  Returns
+    the heuristics left for the rest of the solve, the quick start's run
+    (``None`` without one) and what detection did (``None`` when the run
+    ended the solve: a signal, the caller's stop, the gap closed)."""
+    from .limits import Limits
+    from .portfolio.ledger import SourceReport
+
+    ledger, run = kw["ledger"], None
+    quick = Scheduler(problem, heuristics=heuristics).quick   # the heuristics' admission needs no structure
+    if quick is not None:
+        sched = Scheduler(problem, heuristics=[quick.obj])
+        t = now()
+        end = min(deadline, t + sched.share(sched.construct[0], deadline - t))
+        run = run_portfolio(problem, deadline=end, heuristics=[quick.obj], workers=1, executor="thread",
+                            scheduler=sched, **kw)
+        ledger.sealed = False   # the solve goes on with this ledger (run_portfolio sealed it)
+        if math.isfinite(ledger.value):   # it planned: not again (without a plan it runs again, a later round)
+            heuristics = [h for h in heuristics if h is not quick.obj]
+        if run.interrupted or ledger.finished():
+            return heuristics, run, None
+    t = now()
+    found = derive_structure(problem.graph, Limits(deadline, stop=kw["stop"]).share(STRUCTURE_SHARE * (deadline - t)))
+    ledger.add_report(SourceReport("structure", "detection", "stopped" if found["status"] == "stopped" else "done",
+                                   seconds=found["seconds"], note=found["note"]))
+    return heuristics, run, found
 
 
 def _result(ledger: Ledger, run, warm_s: float) -> Result:
