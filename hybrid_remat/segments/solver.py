@@ -303,7 +303,7 @@ def _reserve(limits: Limits, seconds: float) -> Limits:
 
 def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain | None = None,
                    menus: dict | None = None, on_incumbent=None, max_rounds: int = 8,
-                   stream: bool = True, redrop="both", menu_executor=None) -> SegmentResult:
+                   stream: bool = True, redrop=None, menu_executor=None) -> SegmentResult:
     """The segment-chain solver (module docstring).  ``menus``: computed
     already (:func:`~.menus.compute_menus` of :func:`~.menus.menu_tasks`);
     ``on_incumbent(plan, source)`` is called with every better valid plan;
@@ -313,14 +313,16 @@ def solve_segments(problem, *, limits: Limits | None = None, chain: SegmentChain
     :func:`~.menu_exec.executor_for` the limits, the portfolio's worker
     count).
 
-    ``redrop``: ``None`` the keep-or-recompute-once class alone; an int
+    ``redrop``: ``None`` (default) the keep-or-recompute-once class alone; an int
     ``c`` the re-drop class alone (:mod:`.redrop`: values that come back
     from kept ones through at most ``c`` others are recomputed at every
     stage that needs them, the stream positions include the values later
     stages read, its figures measured on its own plans, each plan of its
     rounds without the recomputations the budget does not need); ``"both"``
-    (default) the first class with half the time, then the re-drop class
-    (``c`` = :data:`REDROP_CAP`) with the rest, the better plan returned."""
+    the first class with half the time, then the re-drop class
+    (``c`` = :data:`REDROP_CAP`) with the rest, the better plan returned (not the default: halving the first class's
+    time cost U-Net 100k at 50 % 4.54 -> 7.15 % TDI in a 20 s solve, while
+    U-Net 10k/32k at 30 % gained 0.7-0.8 point)."""
     limits = limits or Limits()
     if redrop != "both":
         return _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, redrop, math.inf,
