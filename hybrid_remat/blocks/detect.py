@@ -48,10 +48,28 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["BlockStructure", "Run", "Structure", "STOPPED", "detect_blocks", "detect_runs", "node_signatures"]
+__all__ = ["BlockStructure", "Run", "Structure", "STOPPED", "detect_blocks", "detect_runs", "node_signatures",
+           "STOPPED_KEY", "missing_structure"]
 
 #: the note of a detection that its limits stopped (:attr:`Structure.stopped`)
 STOPPED = "structure detection stopped at the limit"
+#: the key a graph's ``derived`` cache holds while the stand-ins of a stopped detection last
+#: (:func:`~hybrid_remat.segments.chain.derive_structure`)
+STOPPED_KEY = "structure_stopped"
+
+
+def missing_structure(graph, why: str) -> str:
+    """Why ``graph`` has no structure of the kind a component needs:
+    :data:`STOPPED` while a stopped detection's stand-ins last (the solve did
+    not look), else ``why`` (it looked and found none).
+
+    Examples
+    --------
+    >>> from hybrid_remat.generators import chain
+    >>> missing_structure(chain(4), "no repeated blocks")
+    'no repeated blocks'
+    """
+    return STOPPED if graph.__dict__.get("_derived", {}).get(STOPPED_KEY) else why
 
 
 class _Stopped(Exception):

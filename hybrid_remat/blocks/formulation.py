@@ -32,6 +32,7 @@ import math
 
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
 from ..scip import check_bound
+from .detect import missing_structure
 from .solver import solve_blocks
 from .structure import RemembersBlocks, coverage, runs_chain
 
@@ -104,7 +105,7 @@ class BlocksFormulation(RemembersBlocks, Formulation):
             return solve_chain(problem, ch, lim, on_incumbent=on_incumbent, on_bound=on_bound)
         bs = self.structure(problem.graph)
         if bs is None or bs.n_blocks < 2:
-            return FormulationResult("no_solution", stats={"skipped": "no repeated blocks"})
+            return FormulationResult("no_solution", stats={"skipped": missing_structure(problem.graph, "no repeated blocks")})
         from ..bounds.blocks import block_lower_bound  # here: the bound reads this package's detector
 
         left = lim.left()

@@ -9,7 +9,7 @@ graph (:class:`RemembersBlocks`).  The bound itself is
 
 from __future__ import annotations
 
-from .detect import BlockStructure, detect_blocks
+from .detect import BlockStructure, detect_blocks, missing_structure
 
 __all__ = ["MIN_COVERAGE", "RemembersBlocks", "block_partition", "blocks_applicable", "coverage", "runs_chain"]
 
@@ -28,7 +28,7 @@ def blocks_applicable(problem, structure: BlockStructure | None = None) -> tuple
         return ok, why
     bs = structure if structure is not None else problem.graph.derived("blocks", detect_blocks)
     if bs is None or bs.n_blocks < 2:
-        return False, "no repeated blocks"
+        return False, missing_structure(problem.graph, "no repeated blocks")
     return True, ""
 
 

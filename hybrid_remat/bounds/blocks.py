@@ -85,7 +85,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..blocks.detect import BlockStructure, detect_blocks
+from ..blocks.detect import BlockStructure, detect_blocks, missing_structure
 from ..blocks.staircase import closure_staircase
 from ..blocks.structure import RemembersBlocks, block_partition, blocks_applicable, coverage, runs_chain
 from ..interfaces import ALL_PLANS, Bound, BoundResult
@@ -411,7 +411,7 @@ def block_lower_bound(problem, *, structure: BlockStructure | None = None, cuts:
     bs = structure if structure is not None else problem.graph.derived("blocks", detect_blocks)
     stats: dict = {}
     if bs is None:
-        return BlockBound(base, 0.0, -1, {"skipped": "no repeated blocks"})
+        return BlockBound(base, 0.0, -1, {"skipped": missing_structure(problem.graph, "no repeated blocks")})
     left = limits.left()
     screen = cut_lower_bound(problem, exact_nodes=0, limits=limits.share(0.3 * left) if math.isfinite(left) else limits)
     per = screen.per_node

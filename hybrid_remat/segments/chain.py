@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from ..blocks.detect import STOPPED, Structure, detect_runs
+from ..blocks.detect import STOPPED, STOPPED_KEY, Structure, detect_runs
 from ..limits import now
 
 __all__ = ["SegmentChain", "segment_chain", "crossing_bytes", "derive_structure", "forget_stopped",
@@ -45,8 +45,6 @@ STRUCTURE_KEYS = ("runs", "blocks", "segment_chain")
 #: seconds per node and edge that :func:`derive_structure` needs at least (0.6-1.5 us measured at 100k nodes
 #: on an idle core): with a shorter limit it does not start
 DETECT_S_PER_ITEM = 5e-7
-#: the key that marks a graph's structure as stand-ins of a stopped detection (:func:`forget_stopped`)
-_STOPPED_KEY = "structure_stopped"
 
 
 @dataclass
@@ -296,7 +294,7 @@ def derive_structure(graph, limits=None) -> dict:
     t0 = now()
     cache = graph.__dict__.setdefault("_derived", {})
     if all(k in cache for k in STRUCTURE_KEYS):
-        return {"status": "cached", "seconds": 0.0, "note": STOPPED if cache.get(_STOPPED_KEY) else ""}
+        return {"status": "cached", "seconds": 0.0, "note": STOPPED if cache.get(STOPPED_KEY) else ""}
     st = cache.get("runs")
     if st is None and limits is not None and limits.left() < DETECT_S_PER_ITEM * (graph.n + graph.m):
         st = Structure([], [STOPPED], stopped=True)     # it cannot finish: do not start
@@ -310,13 +308,13 @@ def derive_structure(graph, limits=None) -> dict:
         return {"status": "done", "seconds": now() - t0, "note": ""}
     for key, value in zip(STRUCTURE_KEYS, (Structure([], [STOPPED], stopped=True), None, None), strict=True):
         cache.setdefault(key, value)
-    cache[_STOPPED_KEY] = True
+    cache[STOPPED_KEY] = True
     return {"status": "stopped", "seconds": now() - t0, "note": STOPPED}
 
 
 def forget_stopped(graph) -> None:
     """Drop the stand-ins of a stopped :func:`derive_structure` (a later call detects again)."""
     cache = graph.__dict__.get("_derived", {})
-    if cache.pop(_STOPPED_KEY, False):
+    if cache.pop(STOPPED_KEY, False):
         for key in STRUCTURE_KEYS:
             cache.pop(key, None)

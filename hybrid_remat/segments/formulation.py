@@ -24,6 +24,7 @@ Examples
 
 from __future__ import annotations
 
+from ..blocks.detect import missing_structure
 from ..blocks.formulation import solve_chain
 from ..interfaces import ALL_PLANS, Formulation, FormulationResult
 from .chain import segment_chain
@@ -57,7 +58,7 @@ class SegmentsFormulation(Formulation):
         if not ok:
             return ok, why
         if self.chain(problem.graph) is None:
-            return False, "not a training graph (no backward phase after the forward phase)"
+            return False, missing_structure(problem.graph, "not a training graph (no backward phase after the forward phase)")
         return True, ""
 
     def predict_seconds(self, problem) -> float:

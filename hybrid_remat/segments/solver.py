@@ -64,6 +64,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..blocks.detect import missing_structure
 from ..blocks.schedule import KeepSetPlanner, capacity_rounds
 from ..limits import Limits, now
 from ..simulate import simulate
@@ -351,8 +352,8 @@ def _solve(problem, limits, chain, menus, on_incumbent, max_rounds, stream, redr
     t0 = now()
     chain = chain if chain is not None else segment_chain(problem.graph)
     if chain is None:
-        return SegmentResult(None, math.inf, [], {"skipped": "not a training graph (no backward phase after "
-                                                             "the forward phase)"})
+        return SegmentResult(None, math.inf, [], {"skipped": missing_structure(
+            problem.graph, "not a training graph (no backward phase after the forward phase)")})
     stats: dict = {"chain": chain.describe()}
     planner = (KeepSetPlanner(problem, "segments") if redrop is None
                else RedropPlanner(problem, "segments", chain.stage, cap=redrop))
