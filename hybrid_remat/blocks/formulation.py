@@ -105,7 +105,8 @@ class BlocksFormulation(RemembersBlocks, Formulation):
             return solve_chain(problem, ch, lim, on_incumbent=on_incumbent, on_bound=on_bound)
         bs = self.structure(problem.graph)
         if bs is None or bs.n_blocks < 2:
-            return FormulationResult("no_solution", stats={"skipped": missing_structure(problem.graph, "no repeated blocks")})
+            why = missing_structure(problem.graph, "no repeated blocks")
+            return FormulationResult("no_solution", stats={"skipped": why})
         from ..bounds.blocks import block_lower_bound  # here: the bound reads this package's detector
 
         left = lim.left()
