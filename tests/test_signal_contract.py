@@ -99,3 +99,33 @@ def test_the_signal_tests_pass_when_the_suite_starts_with_sigint_ignored():
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *tests],
                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=ENV, preexec_fn=ignore_sigint)
     assert out.returncode == 0 and "2 passed" in out.stdout, out.stdout[-3000:]
+
+
+# a finalizer that sends the signal itself: the handler then runs inside the finalizer, where Python
+# prints an exception and drops it (a SIGTERM during torch-plan was lost that way and the command ran on)
+_FINALIZER_SCRIPT = r"""
+import os, signal, sys, time, weakref
+from hybrid_remat._cli_signals import terminate_raises
+
+class Held:
+    pass
+
+try:
+    with terminate_raises():
+        h = Held()
+        weakref.finalize(h, os.kill, os.getpid(), signal.SIG{sig})
+        del h  # the finalizer runs here, and the handler inside it
+        for _ in range(600):
+            time.sleep(0.1)
+except KeyboardInterrupt as e:
+    print("raised", type(e).__name__)
+    sys.exit(0)
+print("lost")
+"""
+
+
+def test_a_signal_inside_a_finalizer_is_not_lost():
+    for sig, raised in (("TERM", "Terminated"), ("INT", "KeyboardInterrupt")):
+        out = subprocess.run([sys.executable, "-c", _FINALIZER_SCRIPT.replace("{sig}", sig)], capture_output=True,
+                             text=True, timeout=120, cwd=ROOT, env=ENV)
+        assert out.stdout.split() == ["raised", raised], (sig, out.stdout, out.stderr[-2000:])
