@@ -50,7 +50,7 @@ from ..scip import ObjectiveScale, OwnsModel
 
 __all__ = ["StairPoint", "Staircase", "closure_staircase"]
 
-_FEASTOL = 1e-8
+_FEASTOL = 1e-7   # SCIP re-solves an unstable LP at 1e-3 x this; below 1e-7 SoPlex (no GMP) prints a warning per LP
 
 
 @dataclass
