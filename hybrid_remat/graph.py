@@ -493,12 +493,17 @@ class Graph:
         return {v: i for i, v in enumerate(self.ids)}
 
     def to_networkx(self) -> nx.DiGraph:
-        """Return a networkx DiGraph on ``0..n-1`` with all node data."""
+        """Return a networkx DiGraph on ``0..n-1`` with the node data: ``name``,
+        ``bytes``, ``backward``, ``cost_<kind>`` per cost column and ``flops``
+        where known (``networkx.node_link_data`` of it loads back with
+        :func:`~hybrid_remat.loaders.load_graph`)."""
         g = nx.DiGraph(name=self.name)
         for v in range(self.n):
             d = {"name": self.names[v], "bytes": int(self.bytes[v]), "backward": bool(self.phase[v])}
             for k, c in self.costs.items():
                 d[f"cost_{k}"] = float(c[v])
+            if self.flops is not None:
+                d["flops"] = float(self.flops[v])
             g.add_node(v, **d)
         g.add_edges_from(map(tuple, self.edges().tolist()))
         return g

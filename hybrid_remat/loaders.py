@@ -211,9 +211,24 @@ _BYTES_KEYS = ("cost_ram", "out_cost", "bytes", "memory")
 _COST_KEYS = ("cost_cpu", "duration", "cost", "time")
 
 
+def _cost_columns(attrs: dict, bkey: str, ckey: str) -> dict[str, str]:
+    """Cost kind -> node attribute.  Checkmate's files (``cost_ram`` bytes,
+    ``cost_cpu`` the op's time) and the random layered files have one cost,
+    stored as kind ``"cost"``; :meth:`Graph.to_networkx` writes ``bytes``
+    and one ``cost_<kind>`` per column (``cost_gpu``, ``cost_cpu``), read back
+    as those kinds (read as Checkmate's, ``cost_cpu`` -- the CPU times -- was
+    taken for the one cost)."""
+    if bkey == "bytes":
+        kinds = {k[len("cost_"):]: k for k in attrs if k.startswith("cost_") and len(k) > len("cost_")}
+        if kinds:
+            return kinds
+    return {"cost": ckey}
+
+
 def graph_from_node_link(doc: dict, *, source: str = "<memory>") -> Graph:
     """Build a :class:`Graph` from networkx node-link JSON (Checkmate or
-    random-layered conventions, or plain ``bytes``/``cost`` attributes).
+    random-layered conventions, :meth:`Graph.to_networkx`'s ``bytes`` and
+    ``cost_<kind>`` columns, or plain ``bytes``/``cost`` attributes).
 
     Raises
     ------
@@ -265,11 +280,13 @@ def graph_from_node_link(doc: dict, *, source: str = "<memory>") -> Graph:
     ckey = next((k for k in _COST_KEYS if k in attrs), None)
     if bkey is None or ckey is None:
         raise GraphError(f"{source}: node-link nodes need a size ({'/'.join(_BYTES_KEYS)}) and a cost ({'/'.join(_COST_KEYS)})")
+    cost_attrs = _cost_columns(attrs, bkey, ckey)
     for v, d in g.nodes(data=True):
         if d.get(bkey) is None:
             raise GraphError(f"{source}: node {v!r} has no {bkey}")
-        if d.get(ckey) is None:
-            raise GraphError(f"{source}: node {v!r} has no {ckey}")
+        for key in cost_attrs.values():
+            if d.get(key) is None:
+                raise GraphError(f"{source}: node {v!r} has no {key}")
     order = g.graph.get("order")
     if order is not None:
         if not isinstance(order, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in order):
@@ -286,8 +303,8 @@ def graph_from_node_link(doc: dict, *, source: str = "<memory>") -> Graph:
     meta = {"format": "node-link", "source_file": os.path.basename(source)}
     name_attr = "name" if id_key == "id" else None
     return Graph.from_networkx(
-        g, bytes_attr=bkey, cost_attrs={"cost": ckey}, order=order, name=str(name),
-        phase_attr="backward", name_attr=name_attr, flops_attr=None, meta=meta,
+        g, bytes_attr=bkey, cost_attrs=cost_attrs, order=order, name=str(name),
+        phase_attr="backward", name_attr=name_attr, flops_attr="flops" if "flops" in attrs else None, meta=meta,
     )
 
 

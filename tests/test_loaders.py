@@ -191,3 +191,27 @@ def test_fuzzed_bytes_and_truncations_raise_a_library_error(junk, cut):
     load_or_error(junk, ".json")
     raw = gzip.compress(json.dumps(REMAT).encode())
     load_or_error(raw[:cut], ".json.gz")
+
+
+def test_graph_to_networkx_node_link_round_trip(tmp_path):
+    """``networkx.node_link_data(graph.to_networkx())`` loads back as the same
+    graph: every cost column under its own kind (``cost_cpu`` was taken for
+    Checkmate's one cost, so a GPU+CPU graph came back with its CPU times as
+    the only cost), bytes, phases, names, edges and FLOPs; Checkmate's files
+    still read as one ``cost`` column."""
+    import networkx as nx
+    import numpy as np
+
+    from hybrid_remat.families import FAMILIES
+
+    g = FAMILIES["decoder_checkmate"](300, 0)
+    assert g.cost_kinds == ("gpu", "cpu") and g.flops is not None
+    path = write(nx.node_link_data(g.to_networkx(), edges="links"), str(tmp_path / "g.json"))
+    h = load_graph(path)
+    assert h.cost_kinds == g.cost_kinds and h.n == g.n
+    for k in g.cost_kinds:
+        assert np.array_equal(h.cost(k), g.cost(k))
+    assert np.array_equal(h.bytes, g.bytes) and np.array_equal(h.phase, g.phase)
+    assert list(h.names) == list(g.names) and np.allclose(h.flops, g.flops)
+    assert sorted(map(tuple, h.edges().tolist())) == sorted(map(tuple, g.edges().tolist()))
+    assert graph_from_node_link(copy.deepcopy(NODE_LINK)).cost_kinds == ("cost",)
