@@ -77,15 +77,17 @@ def structure(graph, in_solve: dict | None) -> dict:
     return {"found": "; ".join(lines), "detect_s": st.get("seconds"), "detect_status": st.get("status")}
 
 
-def run_row(family: str, size: int, budget: int, limit: float, workers: int, seed: int = 0) -> dict:
-    """One row (in this process)."""
+def run_row(family: str, size: int, budget: int, limit: float, workers: int, seed: int = 0, *,
+            builders: dict | None = None) -> dict:
+    """One row (in this process); ``builders``: family name -> ``builder(size,
+    seed)`` (default :data:`hybrid_remat.families.FAMILIES`)."""
     from hybrid_remat.anytime import anytime_solve
     from hybrid_remat.families import family_graph
     from hybrid_remat.problem import Problem
     from hybrid_remat.simulate import simulate
 
     t0 = time.perf_counter()
-    g = family_graph(family, size, seed)
+    g = builders[family](size, seed) if builders is not None else family_graph(family, size, seed)
     p = Problem.single(g, f"{budget}%")
     build_s = time.perf_counter() - t0
     plans = []
@@ -158,11 +160,12 @@ def _structure_cell(s: dict) -> str:
     return s.get("found", "-").replace("|", "/")
 
 
-def write_md(rows: list, path: pathlib.Path, context: str, partial: bool) -> None:
+def write_md(rows: list, path: pathlib.Path, context: str, partial: bool, *,
+             title: str = "# Every family (`python3 -m benchmarks.families`)") -> None:
     head = ("| family | nodes | budget | workers | first plan s | wall s | detect s | limit s | load | TDI % | "
             "bound TDI % | gap % | "
             "bound from | best from | structure found | valid | criteria |")
-    lines = ["# Every family (`python3 -m benchmarks.families`)", ""]
+    lines = [title, ""]
     if partial:
         lines += ["**Partial run** (a subset of the rows; the coordinator runs the full table).", ""]
     lines += ["Build and warm-up are outside the limit; structure detection is inside, as a user's solve pays it "
@@ -187,23 +190,31 @@ def _csv(text: str, cast=str) -> list:
     return [cast(x.strip().rstrip("%")) for x in text.split(",") if x.strip()]
 
 
-def main(argv=None) -> int:
+def main(argv=None, *, builders: dict | None = None, module: str = "benchmarks.families",
+         description: str | None = None, default_out: str = "families.md", default_sizes=SIZES,
+         title: str = "# Every family (`python3 -m benchmarks.families`)") -> int:
+    """The command line; ``builders`` (family -> ``builder(size, seed)``),
+    ``module`` (run as ``python -m module --row ...`` per row) and the
+    defaults let another benchmark run its own graphs the same way
+    (:mod:`benchmarks.other_shapes`)."""
     from hybrid_remat.families import FAMILIES
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    FAMILIES = builders if builders is not None else FAMILIES
+    ap = argparse.ArgumentParser(description=description or __doc__.split("\n\n")[0])
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated family names")
-    ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="comma-separated node counts")
+    ap.add_argument("--sizes", default=",".join(map(str, default_sizes)), help="comma-separated node counts")
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="comma-separated %% of keep-all")
     ap.add_argument("--workers", default=",".join(map(str, WORKERS)))
     ap.add_argument("--limit", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--partial", action="store_true", help="mark the table as a partial run")
-    ap.add_argument("--out", default=str(RESULTS / "families.md"))
+    ap.add_argument("--out", default=str(RESULTS / default_out))
     ap.add_argument("--row", default=None, help=argparse.SUPPRESS)   # internal: one row, JSON on stdout
     args = ap.parse_args(argv)
     if args.row:
         fam, size, budget, limit, workers, seed = args.row.split(":")
-        print("ROW " + json.dumps(run_row(fam, int(size), int(budget), float(limit), int(workers), int(seed))))
+        print("ROW " + json.dumps(run_row(fam, int(size), int(budget), float(limit), int(workers), int(seed),
+                                          builders=builders)))
         return 0
     families = _csv(args.families)
     unknown = [f for f in families if f not in FAMILIES]
@@ -218,7 +229,7 @@ def main(argv=None) -> int:
             for budget in _csv(args.budgets, int):
                 for w in _csv(args.workers, int):
                     spec = f"{fam}:{size}:{budget}:{args.limit:g}:{w}:{args.seed}"
-                    row = row_in_subprocess("benchmarks.families", spec)
+                    row = row_in_subprocess(module, spec)
                     if row is not None:
                         rows.append(row)
                         print(json.dumps(row), flush=True)
@@ -231,7 +242,7 @@ def main(argv=None) -> int:
                f"{time.strftime('%Y-%m-%d')}.")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
-    write_md(rows, out.with_suffix(".md"), context, args.partial)
+    write_md(rows, out.with_suffix(".md"), context, args.partial, title=title)
     print(f"wrote {out}")
     return 0
 
