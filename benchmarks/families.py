@@ -199,9 +199,9 @@ def main(argv=None, *, builders: dict | None = None, module: str = "benchmarks.f
     (:mod:`benchmarks.other_shapes`)."""
     from hybrid_remat.families import FAMILIES
 
-    FAMILIES = builders if builders is not None else FAMILIES
+    known = builders if builders is not None else FAMILIES
     ap = argparse.ArgumentParser(description=description or __doc__.split("\n\n")[0])
-    ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated family names")
+    ap.add_argument("--families", default=",".join(known), help="comma-separated family names")
     ap.add_argument("--sizes", default=",".join(map(str, default_sizes)), help="comma-separated node counts")
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="comma-separated %% of keep-all")
     ap.add_argument("--workers", default=",".join(map(str, WORKERS)))
@@ -217,9 +217,9 @@ def main(argv=None, *, builders: dict | None = None, module: str = "benchmarks.f
                                           builders=builders)))
         return 0
     families = _csv(args.families)
-    unknown = [f for f in families if f not in FAMILIES]
+    unknown = [f for f in families if f not in known]
     if unknown:
-        print(f"unknown families: {', '.join(unknown)} (known: {', '.join(FAMILIES)})", file=sys.stderr)
+        print(f"unknown families: {', '.join(unknown)} (known: {', '.join(known)})", file=sys.stderr)
         return 2
     out = pathlib.Path(args.out)
     rows = []

@@ -340,11 +340,11 @@ class B(Bound):
         return BoundResult(0.0)
 
 
-def test_a_slow_bound_takes_at_most_the_formulations_cap_of_the_first_pass():
+def test_a_slow_bound_takes_at_most_the_first_pass_cap():
     # twice a prediction (here 35 s: 70 s) used to be a bound's first-pass share whatever the time left:
     # block_bound, calibrated on our tracer's graphs, took 43 s of a 60 s run on the varied decoder at 100k
     # nodes and 31 s at 50k on a DenseNet, for no higher bound, leaving the segment chain 1.9 s
-    from hybrid_remat.portfolio.scheduler import FORMULATION_CAP
+    from hybrid_remat.portfolio.scheduler import FIRST_PASS_CAP
 
     table = {"slow_bound": {"c": 35.0, "k": 0.0, "value": 1.0}, "quick": {"c": 15.0, "k": 0.0, "value": 1.0}}
     s = sched(table=table, deadline=100.0, heuristics=[H("h")], bounds=[B("slow_bound"), B("quick")])
@@ -353,5 +353,5 @@ def test_a_slow_bound_takes_at_most_the_formulations_cap_of_the_first_pass():
         got.setdefault(a.task.name, a.share)
         view.value = 5.0
         s.done(a, Outcome("bound", 0.1))
-    assert got["slow_bound"] == pytest.approx(FORMULATION_CAP * 100.0)
+    assert got["slow_bound"] == pytest.approx(FIRST_PASS_CAP * 100.0)
     assert got["quick"] == pytest.approx(2 * 15.0 + 0.05)   # under the cap: twice its prediction, as before

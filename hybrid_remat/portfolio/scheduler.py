@@ -38,7 +38,7 @@ heuristics and bounds, by priority (the block solver on repeated graphs: the bes
 again later only when it used its whole share.  The other formulations run after the improvers' first pass, by
 ``rank`` (they share the time equally, so the order only decides who gets the time others leave).  An uncalibrated
 formulation whose ``constructs_on(problem)`` is true is a constructor there too (as a probe, right after the quick
-start); a constructor's or a bound's first-pass share is at most :data:`FORMULATION_CAP` of the time left.
+start); a constructor's or a bound's first-pass share is at most :data:`FIRST_PASS_CAP` of the time left.
 
 The first pass is ``construct`` (heuristics, bounds, constructor formulations), the reductions of a multi-device
 problem (each alone, when nothing else runs: :mod:`~hybrid_remat.portfolio.reduce`), ``polish`` (improvers on the
@@ -118,7 +118,7 @@ QUICK_START_MIN_VALUE, QUICK_START_MIN_PLANS = 0.05, 0.9
 #: share of the time left that a heuristic or bound may use
 CONSTRUCT_SHARE = 0.25
 #: the most of the time left a constructor formulation's or a bound's first-pass share may take
-FORMULATION_CAP = 0.4
+FIRST_PASS_CAP = 0.4
 #: share of the time left that each improver gets on the first incumbent
 POLISH_SHARE = 0.1
 #: share of the time left of a construct-phase component's first slot when it has no calibration figures
@@ -389,7 +389,7 @@ class Scheduler:
             s = (PROBE_SHARE if task.probe else CONSTRUCT_SHARE) * left
             if task.predicted is not None:
                 s = max(s, 2.0 * task.predicted + 0.05)
-            return min(left, s, FORMULATION_CAP * left if task.kind in ("formulation", "bound") else left)
+            return min(left, s, FIRST_PASS_CAP * left if task.kind in ("formulation", "bound") else left)
         if task.phase == "polish":
             return POLISH_SHARE * left
         return min(left, left * workers / max(workers, remaining))
